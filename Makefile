@@ -1,0 +1,51 @@
+# Two commands a newcomer needs: `make demo` (runs the failure drills) and `make test`.
+# Everything else hangs off the same bootstrapped virtualenv.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint docs docs-build diagrams load bench up clean db-stop
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@if command -v npm >/dev/null 2>&1 && [ -f package-lock.json ]; then npm ci --silent --no-audit --no-fund; \
+	  else echo "!! npm not found: diagram export (make diagrams) and its tests will be skipped"; fi
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/d2kit drill all --quick
+
+test: $(STAMP)
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check reference_impl tests load
+
+up: $(STAMP)
+	$(BIN)/d2kit up --schedulers 3 --workers 4
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+docs-build: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+diagrams: $(STAMP)
+	$(BIN)/d2kit diagram export-all
+
+load: $(STAMP)
+	$(BIN)/d2kit load run
+
+bench: $(STAMP)
+	$(BIN)/d2kit bench run
+
+db-stop: $(STAMP)
+	$(BIN)/d2kit db stop
+
+clean:
+	-$(BIN)/d2kit db stop
+	rm -rf .pgdata site .pytest_cache

@@ -1,0 +1,16 @@
+"""D2 Kit reference scheduler: PostgreSQL + scheduler replicas + worker processes.
+
+Where each idea lives (one place each):
+
+==========================  =====================================================
+schema and state machines   ``sql/schema.sql``
+claim / heartbeat / fence   ``sql/operations.sql`` (d2_claim, d2_heartbeat, d2_complete)
+reaper (lease expiry)       ``sql/operations.sql`` d2_reap, run by ``reaper.py``
+materialiser (replicas)     ``materializer.py`` + d2_materialise
+catch-up and overlap        ``policies.py``
+cron, time zones, DST       ``schedule.py``
+worker lease trust          ``lease.py``
+worker process              ``worker.py``
+scheduler process           ``scheduler.py``
+==========================  =====================================================
+"""

@@ -1,0 +1,97 @@
+"""Database access: which PostgreSQL, engines, and applying the schema.
+
+``DATABASE_URL`` wins when set; otherwise the embedded server (embedded_pg.py) is started on demand.
+Everything else talks to PostgreSQL through SQLAlchemy Core with psycopg 3.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from importlib import resources
+from urllib.parse import urlsplit, urlunsplit
+
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+
+SQL_FILES = ("schema.sql", "operations.sql")
+
+
+def database_url() -> str:
+    """The URL in use: DATABASE_URL, or the embedded server's (started if needed)."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    from reference_impl import embedded_pg
+
+    return embedded_pg.ensure_running()
+
+
+def sqlalchemy_url(url: str) -> str:
+    scheme, rest = url.split("://", 1)
+    if scheme in ("postgres", "postgresql"):
+        scheme = "postgresql+psycopg"
+    return f"{scheme}://{rest}"
+
+
+def make_engine(url: str | None = None, *, pool_size: int = 5, application_name: str = "d2kit") -> Engine:
+    """An engine that reconnects by itself: pre-ping on checkout, short connect timeout."""
+    return create_engine(
+        sqlalchemy_url(url or database_url()),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=300,
+        connect_args={"connect_timeout": 3, "application_name": application_name},
+    )
+
+
+def schema_sql() -> str:
+    folder = resources.files("reference_impl") / "sql"
+    return "\n".join((folder / name).read_text() for name in SQL_FILES)
+
+
+def init_schema(engine: Engine) -> None:
+    """Apply schema.sql and operations.sql; idempotent. A lock keeps concurrent inits apart."""
+    with engine.begin() as conn:
+        conn.execute(text("SELECT pg_advisory_xact_lock(424242)"))
+        # Straight to psycopg: with no parameters it sends the script as is ('%' in format() stays).
+        conn.connection.driver_connection.execute(schema_sql())
+
+
+def with_database(url: str, dbname: str) -> str:
+    """The same server URL pointing at another database."""
+    return make_url(sqlalchemy_url(url)).set(database=dbname).render_as_string(hide_password=False).replace(
+        "postgresql+psycopg://", "postgresql://", 1
+    )
+
+
+def create_scratch_database(url: str, prefix: str = "d2") -> str:
+    """Create a fresh database on the same server (drills and tests each get their own); return its URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(sqlalchemy_url(url), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    return with_database(url, name)
+
+
+def drop_database(url: str) -> None:
+    name = make_url(sqlalchemy_url(url)).database
+    admin_url = with_database(url, "postgres")
+    admin = create_engine(sqlalchemy_url(admin_url), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+def redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        parts = parts._replace(netloc=netloc)
+    return urlunsplit(parts)

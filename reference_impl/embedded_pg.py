@@ -1,0 +1,72 @@
+"""Embedded PostgreSQL (PyPI ``pgserver``, which bundles PostgreSQL 16) for when DATABASE_URL is unset.
+
+The data directory lives under the project (``.pgdata/``, git-ignored, or ``D2KIT_PGDATA``). The server
+listens on a Unix socket only. Run as root, pgserver creates and uses a dedicated ``pgserver`` system user.
+The server is left running between commands (``cleanup_mode=None``) so a cluster's processes, the API and
+the tests share it; ``d2kit db stop`` stops it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SERVER_SETTINGS = {
+    # Enough connections for 3 schedulers, a dozen workers, the API, a proxy and the tests.
+    "max_connections": "300",
+}
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("D2KIT_PGDATA", PROJECT_ROOT / ".pgdata")).resolve()
+
+
+def _server():
+    import pgserver  # imported lazily: it is only needed when DATABASE_URL is unset
+
+    return pgserver.get_server(data_dir(), cleanup_mode=None)
+
+
+def ensure_running() -> str:
+    """Start the embedded server if needed (initialising it on first use); return its URL."""
+    server = _server()
+    auto_conf = data_dir() / "postgresql.auto.conf"
+    wanted = "".join(f"{k} = '{v}'\n" for k, v in SERVER_SETTINGS.items())
+    if wanted not in _read(auto_conf):
+        for key, value in SERVER_SETTINGS.items():
+            server.psql(f"ALTER SYSTEM SET {key} = '{value}';")
+        restart()
+        server = _server()
+    return server.get_uri()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _pg_ctl(*args: str) -> None:
+    from pgserver import _commands
+
+    user = "pgserver" if os.geteuid() == 0 else None
+    _commands.pg_ctl(["-w", *args], pgdata=data_dir(), user=user, timeout=60)
+
+
+def restart() -> None:
+    """Restart the server in place (fast shutdown): clients see their connections cut, then reconnect."""
+    _pg_ctl("-m", "fast", "restart")
+
+
+def stop() -> bool:
+    """Stop the server if it runs; return whether it was running."""
+    if not (data_dir() / "postmaster.pid").exists():
+        return False
+    try:
+        _pg_ctl("-m", "fast", "stop")
+    except subprocess.CalledProcessError:
+        return False
+    return True

@@ -1,0 +1,383 @@
+-- D2 Kit reference scheduler: every operation that changes execution state, one function each.
+-- The Python around them (worker.py, materializer.py, reaper.py) only batches calls and moves
+-- results; the decisions are here, next to the schema in schema.sql.
+--
+--   d2_materialise   scheduler replicas: turn due fire times into occurrence rows (+ overlap policy)
+--   d2_claim         workers: take ready occurrences, start attempts with a lease and a fencing token
+--   d2_heartbeat     workers: extend leases (batched), report clock skew, learn of lost/cancelled attempts
+--   d2_complete      workers: finish attempts, fenced by token (d2_settle moves the occurrence on)
+--   d2_reap          scheduler replicas: expired leases -> attempt lost, occurrence retried or dead
+--   d2_cancel_job    API/CLI: delete or cancel a job cooperatively
+--   d2_fenced_ledger_write   the demo job's own write path, fenced by token
+
+-- Retry delay after a failed or lost attempt: exponential with full jitter, capped at 5 minutes.
+CREATE OR REPLACE FUNCTION d2_backoff(p_base double precision, p_attempt integer) RETURNS interval
+LANGUAGE sql VOLATILE AS $$
+    SELECT make_interval(secs => random() * least(300, p_base * 2 ^ (p_attempt - 1)))
+$$;
+
+-- When an occurrence of a job reaches a terminal state, the oldest buffered (waiting) occurrence of
+-- that job becomes ready, unless another occurrence of the job is still ready or running.
+CREATE OR REPLACE FUNCTION d2_promote_waiting(p_job_ids bigint[]) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE occurrences o SET state = 'ready', ready_at = greatest(o.fire_at, now())
+    FROM (
+        SELECT DISTINCT ON (w.job_id) w.id
+        FROM occurrences w
+        WHERE w.job_id = ANY (p_job_ids) AND w.state = 'waiting'
+          AND NOT EXISTS (SELECT 1 FROM occurrences b
+                          WHERE b.job_id = w.job_id AND b.state IN ('ready', 'running'))
+        ORDER BY w.job_id, w.fire_at
+    ) nxt
+    WHERE o.id = nxt.id AND o.state = 'waiting'   -- re-checked under the row lock
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Materialise. Called by a scheduler replica inside the transaction that holds the jobs' rows
+-- (SELECT ... FOR UPDATE SKIP LOCKED in materializer.py). Fire times and misfire decisions were
+-- computed in Python (croniter + policies.py); p_reasons[i] is NULL for "run it", else the reason
+-- it is recorded as skipped. ON CONFLICT makes a second materialisation of the same (job, fire time)
+-- a no-op, whatever happened to the replica that did the first.
+-- Returns how many occurrence rows were inserted.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_materialise(
+    p_job_ids bigint[], p_fire_ats timestamptz[], p_reasons text[],
+    p_cursor_job_ids bigint[], p_materialized_through timestamptz[], p_next_fire_ats timestamptz[]
+) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    f record;
+    v_open integer;
+    v_waiting integer;
+    v_state text;
+    v_reason text;
+    v_inserted integer := 0;
+    v_n integer;
+BEGIN
+    FOR f IN
+        SELECT i.job_id, i.fire_at, i.reason, j.tenant_id, j.pool, j.max_attempts, j.overlap_policy
+        FROM unnest(p_job_ids, p_fire_ats, p_reasons) AS i (job_id, fire_at, reason)
+        JOIN jobs j ON j.id = i.job_id
+        ORDER BY i.job_id, i.fire_at
+    LOOP
+        v_state := 'ready';
+        v_reason := f.reason;
+        IF v_reason IS NOT NULL THEN
+            v_state := 'skipped';
+        ELSIF f.overlap_policy <> 'allow' THEN
+            -- Overlap policy: what to do when the previous run of this job has not finished.
+            SELECT count(*) FILTER (WHERE state IN ('ready', 'running')), count(*) FILTER (WHERE state = 'waiting')
+              INTO v_open, v_waiting
+              FROM occurrences WHERE job_id = f.job_id AND state IN ('waiting', 'ready', 'running');
+            IF v_open + v_waiting > 0 THEN
+                CASE f.overlap_policy
+                    WHEN 'skip' THEN
+                        v_state := 'skipped'; v_reason := 'overlap:skip';
+                    WHEN 'buffer_one' THEN
+                        IF v_waiting > 0 THEN v_state := 'skipped'; v_reason := 'overlap:buffer_full';
+                        ELSE v_state := 'waiting'; END IF;
+                    WHEN 'buffer_all' THEN
+                        v_state := 'waiting';
+                    WHEN 'cancel_other' THEN
+                        PERFORM d2_cancel_open(f.job_id, 'overlap:cancel_other');
+                        v_state := 'waiting';   -- promoted when the cancelled run has finished
+                END CASE;
+            END IF;
+        END IF;
+
+        INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts, reason, finished_at)
+        VALUES (f.job_id, f.fire_at, f.tenant_id, f.pool, v_state, f.fire_at, f.max_attempts, v_reason,
+                CASE WHEN v_state = 'skipped' THEN now() END)
+        ON CONFLICT (job_id, fire_at) DO NOTHING;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_inserted := v_inserted + v_n;
+        IF v_n > 0 AND f.overlap_policy = 'cancel_other' AND v_state = 'waiting' THEN
+            PERFORM d2_promote_waiting(ARRAY[f.job_id]);   -- nothing was running: start at once
+        END IF;
+    END LOOP;
+
+    UPDATE jobs j SET materialized_through = c.through, next_fire_at = c.next_fire_at
+    FROM unnest(p_cursor_job_ids, p_materialized_through, p_next_fire_ats) AS c (job_id, through, next_fire_at)
+    WHERE j.id = c.job_id;
+    RETURN v_inserted;
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Claim. One claimer per pool at a time (the pools row lock): that makes per-tenant caps exact and
+-- lets every replica share one admission bucket, for the price of serialising claims within a pool
+-- (see the design doc, section 8, for when that stops being cheap and what replaces it).
+-- Fairness: least running-share first -- a tenant's k-th candidate ranks by (running + k) / weight,
+-- so a tenant with a huge backlog gets its share and no more. SKIP LOCKED keeps claimers off rows
+-- another transaction (reaper, cancel) holds.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_claim(p_pool text, p_worker text, p_max integer, p_lease_seconds double precision)
+RETURNS TABLE (token bigint, occurrence_id bigint, job_id bigint, fire_at timestamptz, attempt integer,
+               handler text, payload jsonb, dispatched_at timestamptz, lease_expires_at timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_rate double precision;
+    v_tokens double precision;
+    v_allow integer;
+    v_claimed integer;
+BEGIN
+    -- Admission bucket, refilled by the database clock. Burst is 100 ms worth of the rate.
+    SELECT p.admission_rate,
+           least(greatest(1, p.admission_rate * 0.1),
+                 p.tokens + p.admission_rate * greatest(0, extract(epoch FROM clock_timestamp() - p.refilled_at)))
+      INTO v_rate, v_tokens
+      FROM pools p WHERE p.name = p_pool
+      FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown pool %', p_pool USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    v_allow := CASE WHEN v_rate IS NULL THEN p_max ELSE least(p_max, floor(v_tokens)::integer) END;
+
+    IF v_allow > 0 THEN
+        RETURN QUERY
+        WITH running AS (
+            SELECT o.tenant_id, count(*) AS n
+            FROM occurrences o WHERE o.state = 'running' AND o.pool = p_pool
+            GROUP BY o.tenant_id
+        ), candidates AS (
+            SELECT c.id, c.ready_at, t.weight, coalesce(r.n, 0) AS running_n,
+                   t.max_running - coalesce(r.n, 0) AS room,
+                   row_number() OVER (PARTITION BY t.id ORDER BY c.ready_at, c.id) AS k
+            FROM tenants t
+            LEFT JOIN running r ON r.tenant_id = t.id
+            CROSS JOIN LATERAL (
+                SELECT o.id, o.ready_at FROM occurrences o
+                WHERE o.state = 'ready' AND o.pool = p_pool AND o.tenant_id = t.id AND o.ready_at <= now()
+                ORDER BY o.ready_at, o.id
+                LIMIT v_allow
+                FOR UPDATE SKIP LOCKED
+            ) c
+            WHERE t.max_running > coalesce(r.n, 0)
+        ), chosen AS (
+            SELECT cd.id FROM candidates cd
+            WHERE cd.k <= cd.room
+            ORDER BY (cd.running_n + cd.k)::double precision / cd.weight, cd.ready_at, cd.id
+            LIMIT v_allow
+        ), claimed AS (
+            UPDATE occurrences o
+               SET state = 'running', attempts = o.attempts + 1, current_token = nextval('fencing_tokens')
+              FROM chosen WHERE o.id = chosen.id
+            RETURNING o.id, o.job_id, o.fire_at, o.attempts, o.current_token
+        ), started AS (
+            INSERT INTO attempts (token, occurrence_id, attempt, worker_id, state, lease_expires_at)
+            SELECT cl.current_token, cl.id, cl.attempts, p_worker, 'running',
+                   now() + make_interval(secs => p_lease_seconds)
+            FROM claimed cl
+            RETURNING attempts.token, attempts.dispatched_at, attempts.lease_expires_at
+        )
+        SELECT cl.current_token, cl.id, cl.job_id, cl.fire_at, cl.attempts, j.handler, j.payload,
+               s.dispatched_at, s.lease_expires_at
+        FROM claimed cl
+        JOIN started s ON s.token = cl.current_token
+        JOIN jobs j ON j.id = cl.job_id;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
+    ELSE
+        v_claimed := 0;
+    END IF;
+
+    IF v_rate IS NOT NULL THEN
+        UPDATE pools SET tokens = v_tokens - v_claimed, refilled_at = clock_timestamp() WHERE name = p_pool;
+    END IF;
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Heartbeat. One call per worker process per period, for all its running attempts. Extends the
+-- lease of every attempt that is still running (by the database clock) and answers, per token:
+--   ok      keep going
+--   cancel  the job was cancelled: stop the handler cooperatively, then complete
+--   lost    this attempt is no longer yours (lease expired and reaped): stop, your writes will be refused
+-- Also records the worker's wall-clock skew against the database clock -- for display only.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_heartbeat(p_worker text, p_tokens bigint[], p_started_at timestamptz[],
+                                        p_lease_seconds double precision, p_worker_clock timestamptz)
+RETURNS TABLE (token bigint, status text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE processes SET heartbeat_at = now(),
+           skew_ms = extract(epoch FROM p_worker_clock - clock_timestamp()) * 1000
+     WHERE id = p_worker;
+
+    RETURN QUERY
+    WITH input AS (
+        SELECT * FROM unnest(p_tokens, p_started_at) AS i (token, started_at)
+    ), renewed AS (
+        UPDATE attempts a
+           SET lease_expires_at = now() + make_interval(secs => p_lease_seconds), heartbeat_at = now(),
+               started_at = coalesce(a.started_at, i.started_at)
+          FROM input i
+         WHERE a.token = i.token AND a.state = 'running' AND a.worker_id = p_worker
+        RETURNING a.token, a.cancel_requested
+    )
+    SELECT i.token, CASE WHEN r.token IS NULL THEN 'lost' WHEN r.cancel_requested THEN 'cancel' ELSE 'ok' END
+    FROM input i LEFT JOIN renewed r ON r.token = i.token;
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Settle: occurrences follow their just-finished attempts (shared by d2_complete and d2_reap) --
+-- succeeded, retried after backoff, dead with the reason, or cancelled -- and a buffered
+-- occurrence of the same job may go.
+-- Lock order everywhere: occurrences before attempts, so completion, reaping and cancelling of one
+-- occurrence serialise instead of deadlocking.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_settle(p_tokens bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_jobs bigint[];
+BEGIN
+    WITH moved AS (
+        UPDATE occurrences o
+           SET state = CASE
+                   WHEN a.state = 'succeeded' THEN 'succeeded'
+                   WHEN a.state = 'cancelled' THEN 'cancelled'
+                   WHEN o.attempts >= o.max_attempts THEN 'dead'
+                   ELSE 'ready' END,
+               ready_at = CASE WHEN a.state IN ('failed', 'lost') AND o.attempts < o.max_attempts
+                               THEN now() + d2_backoff(j.retry_base_seconds, o.attempts) ELSE o.ready_at END,
+               reason = CASE
+                   WHEN a.state = 'cancelled' THEN coalesce(o.reason, 'cancelled')
+                   WHEN a.state IN ('failed', 'lost') AND o.attempts >= o.max_attempts
+                       THEN format('%s after %s of %s attempts: %s', a.state, o.attempts, o.max_attempts,
+                                   coalesce(a.error, 'no error text'))
+                   ELSE o.reason END,
+               finished_at = CASE WHEN a.state IN ('succeeded', 'cancelled') OR o.attempts >= o.max_attempts
+                                  THEN clock_timestamp() END
+          FROM attempts a, jobs j
+         WHERE a.token = ANY (p_tokens) AND o.id = a.occurrence_id AND j.id = o.job_id
+        RETURNING o.job_id
+    )
+    SELECT array_agg(DISTINCT job_id) INTO v_jobs FROM moved;
+    IF v_jobs IS NOT NULL THEN
+        PERFORM d2_promote_waiting(v_jobs);
+    END IF;
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Complete: THE FENCING CHECK on the completion path. An attempt may finish its occurrence only
+-- if it is still running and its token is still the occurrence's current_token. A stale token
+-- (the lease expired and the occurrence moved on) is refused, and the refusal is recorded.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_complete(p_tokens bigint[], p_ok boolean[], p_errors text[],
+                                       p_started_at timestamptz[])
+RETURNS TABLE (token bigint, accepted boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_accepted bigint[];
+BEGIN
+    PERFORM 1 FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id
+     WHERE a.token = ANY (p_tokens) ORDER BY o.id FOR UPDATE OF o;
+
+    WITH input AS (
+        SELECT * FROM unnest(p_tokens, p_ok, p_errors, p_started_at) AS i (token, ok, error, started_at)
+    ), done AS (
+        UPDATE attempts a
+           SET state = CASE WHEN i.ok THEN 'succeeded' WHEN a.cancel_requested THEN 'cancelled' ELSE 'failed' END,
+               error = i.error, finished_at = clock_timestamp(), started_at = coalesce(a.started_at, i.started_at)
+          FROM input i, occurrences o
+         WHERE a.token = i.token AND o.id = a.occurrence_id
+           AND a.state = 'running' AND o.current_token = a.token        -- the fence
+        RETURNING a.token
+    )
+    SELECT array_agg(done.token) INTO v_accepted FROM done;
+    v_accepted := coalesce(v_accepted, '{}');
+    IF cardinality(v_accepted) > 0 THEN
+        PERFORM d2_settle(v_accepted);
+    END IF;
+
+    INSERT INTO fence_rejections (token, path, occurrence_id, detail)
+    SELECT t.token, 'complete', a.occurrence_id,
+           CASE WHEN a.token IS NULL THEN 'no such attempt'
+                ELSE format('attempt is %s; occurrence %s is held by token %s',
+                            a.state, o.id, coalesce(o.current_token::text, 'none')) END
+    FROM unnest(p_tokens) AS t (token)
+    LEFT JOIN attempts a ON a.token = t.token
+    LEFT JOIN occurrences o ON o.id = a.occurrence_id
+    WHERE NOT t.token = ANY (v_accepted);
+
+    RETURN QUERY SELECT t.token, t.token = ANY (v_accepted) FROM unnest(p_tokens) AS t (token);
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Reap: THE RESCUER. An attempt whose lease expired by the database clock is lost; its occurrence
+-- is retried with a new attempt (and a higher token) or, out of attempts, is dead with the reason.
+-- Safe on every replica at once: SKIP LOCKED hands each occurrence to one reaper, and the lease is
+-- re-checked under the lock, so a heartbeat that committed first wins.
+-- Also sweeps buffered occurrences whose job has nothing running any more (a safety net for the
+-- race between materialising a buffered run and the previous run finishing).
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_reap(p_limit integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_candidates bigint[];
+    v_lost bigint[];
+BEGIN
+    SELECT array_agg(x.token) INTO v_candidates
+      FROM (SELECT a.token FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id
+             WHERE a.state = 'running' AND a.lease_expires_at < now()
+             ORDER BY a.lease_expires_at
+             LIMIT p_limit
+             FOR UPDATE OF o SKIP LOCKED) x;
+
+    IF v_candidates IS NOT NULL THEN
+        WITH lost AS (
+            UPDATE attempts a
+               SET state = CASE WHEN a.cancel_requested THEN 'cancelled' ELSE 'lost' END,
+                   finished_at = clock_timestamp(),
+                   error = format('lease expired at %s (worker %s, last heartbeat %s)', a.lease_expires_at,
+                                  a.worker_id, coalesce(a.heartbeat_at::text, 'never'))
+             WHERE a.token = ANY (v_candidates) AND a.state = 'running' AND a.lease_expires_at < now()
+            RETURNING a.token
+        )
+        SELECT array_agg(lost.token) INTO v_lost FROM lost;
+        IF v_lost IS NOT NULL THEN
+            PERFORM d2_settle(v_lost);
+        END IF;
+    END IF;
+
+    PERFORM d2_promote_waiting(ARRAY(SELECT DISTINCT w.job_id FROM occurrences w WHERE w.state = 'waiting'));
+    RETURN coalesce(cardinality(v_lost), 0);
+END $$;
+
+-- Cancel every unfinished occurrence of a job: waiting/ready ones at once, running ones
+-- cooperatively (the worker hears 'cancel' on its next heartbeat and completes as cancelled).
+CREATE OR REPLACE FUNCTION d2_cancel_open(p_job_id bigint, p_reason text) RETURNS void
+LANGUAGE sql AS $$
+    SELECT 1 FROM occurrences WHERE job_id = p_job_id AND state IN ('waiting', 'ready', 'running')
+     ORDER BY id FOR UPDATE;
+    UPDATE attempts a SET cancel_requested = true
+      FROM occurrences o
+     WHERE o.job_id = p_job_id AND o.state = 'running' AND a.token = o.current_token AND a.state = 'running';
+    UPDATE occurrences SET reason = p_reason
+     WHERE job_id = p_job_id AND state = 'running';
+    UPDATE occurrences SET state = 'cancelled', reason = p_reason, finished_at = clock_timestamp()
+     WHERE job_id = p_job_id AND state IN ('waiting', 'ready');
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- THE FENCING CHECK on the job's own write path (Kleppmann 2016): the storage refuses a token lower
+-- than the highest it has accepted for that key. Every try is kept in ledger_effects as evidence.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_fenced_ledger_write(p_key text, p_value text, p_token bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_n integer;
+    v_holder bigint;
+BEGIN
+    INSERT INTO ledger AS l (key, value, fence_token) VALUES (p_key, p_value, p_token)
+    ON CONFLICT (key) DO UPDATE
+        SET value = excluded.value, fence_token = excluded.fence_token, written_at = clock_timestamp()
+        WHERE l.fence_token <= excluded.fence_token;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    INSERT INTO ledger_effects (key, value, token, accepted) VALUES (p_key, p_value, p_token, v_n > 0);
+    IF v_n = 0 THEN
+        SELECT fence_token INTO v_holder FROM ledger WHERE key = p_key;
+        INSERT INTO fence_rejections (token, path, occurrence_id, detail)
+        SELECT p_token, 'ledger_write', a.occurrence_id,
+               format('ledger key %s already written by token %s', p_key, v_holder)
+        FROM (SELECT p_token AS token) t LEFT JOIN attempts a ON a.token = t.token;
+    END IF;
+    RETURN v_n > 0;
+END $$;

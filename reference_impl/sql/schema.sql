@@ -1,0 +1,223 @@
+-- D2 Kit reference scheduler: the whole schema in one file.
+-- Applied idempotently by `d2kit db init` (IF NOT EXISTS everywhere); the operations that
+-- change these tables live beside it in operations.sql.
+--
+-- Every time in this schema comes from ONE clock: the database's (now() / clock_timestamp()).
+-- Scheduler and worker wall clocks are recorded (processes.skew_ms) but never decide anything.
+
+-- ---------------------------------------------------------------------------------------------
+-- Tenants and pools
+-- ---------------------------------------------------------------------------------------------
+CREATE TABLE IF NOT EXISTS tenants (
+    id            text PRIMARY KEY,
+    api_key_hash  text NOT NULL UNIQUE,          -- sha256 of a random 32-byte key; the key is shown once
+    max_running   integer NOT NULL DEFAULT 100 CHECK (max_running > 0),   -- per pool, at every instant
+    weight        integer NOT NULL DEFAULT 1 CHECK (weight > 0),          -- share of a contended pool
+    created_at    timestamptz NOT NULL DEFAULT now()
+);
+
+-- A pool is a set of workers for one class of job duration, so 6-hour jobs never queue
+-- in front of 100 ms ones. The token bucket bounds dispatches/s across ALL replicas and
+-- workers (catch-up storms drain at this rate); NULL admission_rate means unlimited.
+CREATE TABLE IF NOT EXISTS pools (
+    name            text PRIMARY KEY,
+    admission_rate  double precision CHECK (admission_rate IS NULL OR admission_rate > 0),
+    tokens          double precision NOT NULL DEFAULT 0,
+    refilled_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+INSERT INTO pools (name) VALUES ('short'), ('long') ON CONFLICT DO NOTHING;
+
+-- ---------------------------------------------------------------------------------------------
+-- Jobs: what the user asked for. One row per one-shot or recurring job.
+-- ---------------------------------------------------------------------------------------------
+CREATE TABLE IF NOT EXISTS jobs (
+    id                   bigserial PRIMARY KEY,
+    tenant_id            text NOT NULL REFERENCES tenants (id),
+    name                 text NOT NULL,
+    handler              text NOT NULL,
+    payload              jsonb NOT NULL DEFAULT '{}',
+    pool                 text NOT NULL REFERENCES pools (name),
+    schedule_kind        text NOT NULL CHECK (schedule_kind IN ('once', 'cron')),
+    run_at               timestamptz,                       -- once
+    cron                 text,                              -- cron (5 or 6 fields)
+    timezone             text NOT NULL DEFAULT 'UTC',       -- IANA name; cron is read in this zone
+    dst_gap              text NOT NULL DEFAULT 'shift' CHECK (dst_gap IN ('skip', 'shift')),
+    dst_overlap          text NOT NULL DEFAULT 'first' CHECK (dst_overlap IN ('first', 'both')),
+    misfire_policy       text NOT NULL DEFAULT 'run_once' CHECK (misfire_policy IN ('skip', 'run_once', 'run_all')),
+    catchup_window       interval NOT NULL DEFAULT '1 day',
+    max_catchup          integer NOT NULL DEFAULT 100 CHECK (max_catchup > 0),
+    overlap_policy       text NOT NULL DEFAULT 'allow'
+                         CHECK (overlap_policy IN ('allow', 'skip', 'buffer_one', 'buffer_all', 'cancel_other')),
+    max_attempts         integer NOT NULL DEFAULT 3 CHECK (max_attempts > 0),
+    retry_base_seconds   double precision NOT NULL DEFAULT 1 CHECK (retry_base_seconds >= 0),
+    idempotency_key      text,
+    paused               boolean NOT NULL DEFAULT false,
+    deleted_at           timestamptz,
+    -- The materialiser's cursor: every fire time <= materialized_through has its occurrence row.
+    materialized_through timestamptz NOT NULL,
+    next_fire_at         timestamptz,                       -- NULL: nothing left to fire
+    created_at           timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (tenant_id, idempotency_key),
+    CHECK ((schedule_kind = 'once') = (run_at IS NOT NULL)),
+    CHECK ((schedule_kind = 'cron') = (cron IS NOT NULL))
+);
+-- The materialiser's poll: "which jobs have a fire time coming up?"
+CREATE INDEX IF NOT EXISTS jobs_due ON jobs (next_fire_at)
+    WHERE next_fire_at IS NOT NULL AND NOT paused AND deleted_at IS NULL;
+
+-- ---------------------------------------------------------------------------------------------
+-- Occurrences: one row per (job, scheduled fire time), including the ones that never run.
+--
+-- State machine (enforced by the trigger below; 'new' is the insert):
+--
+--     new ──► waiting ──► ready ──► running ──► succeeded
+--      │        │           │  ▲        │
+--      │        │           │  └────────┤ (attempt failed / lease lost, attempts left: retry)
+--      │        ▼           ▼           ├──► dead       (attempts exhausted; reason says why)
+--      ├──────► skipped ◄───┘           └──► cancelled  (job deleted, cancel_other, explicit cancel)
+--      └──► ready                waiting/ready ──► cancelled
+--
+--   waiting   : buffered behind a running occurrence of the same job (overlap_policy buffer_*/cancel_other)
+--   ready     : may be claimed once ready_at <= now() (fire time, or retry backoff)
+--   running   : an attempt holds a lease; current_token is that attempt's fencing token
+--   skipped   : never run, with a reason (misfire:skip, outside_catchup_window, overlap:skip, dst_gap:skip ...)
+--   succeeded, dead, skipped, cancelled are terminal.
+-- ---------------------------------------------------------------------------------------------
+CREATE TABLE IF NOT EXISTS occurrences (
+    id             bigserial PRIMARY KEY,
+    job_id         bigint NOT NULL REFERENCES jobs (id),
+    fire_at        timestamptz NOT NULL,         -- the scheduled instant (UTC)
+    tenant_id      text NOT NULL,                -- copied from the job so the claim needs no join
+    pool           text NOT NULL,
+    trigger        text NOT NULL DEFAULT 'schedule' CHECK (trigger IN ('schedule', 'manual')),
+    state          text NOT NULL,
+    ready_at       timestamptz NOT NULL,         -- earliest dispatch: fire_at, or now() + retry backoff
+    attempts       integer NOT NULL DEFAULT 0,
+    max_attempts   integer NOT NULL,
+    current_token  bigint,                       -- fencing token of the only attempt allowed to finish it
+    reason         text,                         -- why skipped / dead / cancelled
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    finished_at    timestamptz,
+    -- THE guarantee against double materialisation: whichever replica, however it crashed,
+    -- an occurrence can exist once.
+    UNIQUE (job_id, fire_at)
+);
+-- The claim probes this index once per tenant: ready work in a pool, oldest first.
+CREATE INDEX IF NOT EXISTS occurrences_ready ON occurrences (pool, tenant_id, ready_at)
+    WHERE state = 'ready';
+-- Counting running attempts per tenant (caps) reads only the running rows.
+CREATE INDEX IF NOT EXISTS occurrences_running ON occurrences (pool, tenant_id)
+    WHERE state = 'running';
+-- Overlap policies ask "does this job have an unfinished occurrence?"
+CREATE INDEX IF NOT EXISTS occurrences_open ON occurrences (job_id, fire_at)
+    WHERE state IN ('waiting', 'ready', 'running');
+
+-- ---------------------------------------------------------------------------------------------
+-- Attempts: one row per dispatch. The primary key IS the fencing token: drawn from a sequence,
+-- so it only grows (a crash skips cached values, never reuses one).
+--
+--     new ──► running ──► succeeded | failed | lost (lease expired) | cancelled
+-- ---------------------------------------------------------------------------------------------
+CREATE SEQUENCE IF NOT EXISTS fencing_tokens;
+CREATE TABLE IF NOT EXISTS attempts (
+    token             bigint PRIMARY KEY,
+    occurrence_id     bigint NOT NULL REFERENCES occurrences (id),
+    attempt           integer NOT NULL,
+    worker_id         text NOT NULL,
+    state             text NOT NULL,
+    dispatched_at     timestamptz NOT NULL DEFAULT now(),
+    started_at        timestamptz,                 -- handler start, on the database clock
+    heartbeat_at      timestamptz,
+    lease_expires_at  timestamptz NOT NULL,        -- database clock; only the database compares it
+    finished_at       timestamptz,
+    cancel_requested  boolean NOT NULL DEFAULT false,
+    error             text
+);
+CREATE INDEX IF NOT EXISTS attempts_lease ON attempts (lease_expires_at) WHERE state = 'running';
+CREATE INDEX IF NOT EXISTS attempts_occurrence ON attempts (occurrence_id);
+
+-- ---------------------------------------------------------------------------------------------
+-- The state machines, as data, and the trigger that makes an illegal transition fail.
+-- ---------------------------------------------------------------------------------------------
+CREATE TABLE IF NOT EXISTS state_transitions (
+    machine     text NOT NULL,
+    from_state  text NOT NULL,
+    to_state    text NOT NULL,
+    PRIMARY KEY (machine, from_state, to_state)
+);
+INSERT INTO state_transitions (machine, from_state, to_state) VALUES
+    ('occurrence', 'new', 'waiting'), ('occurrence', 'new', 'ready'), ('occurrence', 'new', 'skipped'),
+    ('occurrence', 'waiting', 'ready'), ('occurrence', 'waiting', 'skipped'), ('occurrence', 'waiting', 'cancelled'),
+    ('occurrence', 'ready', 'running'), ('occurrence', 'ready', 'skipped'), ('occurrence', 'ready', 'cancelled'),
+    ('occurrence', 'running', 'succeeded'), ('occurrence', 'running', 'ready'),
+    ('occurrence', 'running', 'dead'), ('occurrence', 'running', 'cancelled'),
+    ('attempt', 'new', 'running'),
+    ('attempt', 'running', 'succeeded'), ('attempt', 'running', 'failed'),
+    ('attempt', 'running', 'lost'), ('attempt', 'running', 'cancelled')
+ON CONFLICT DO NOTHING;
+
+CREATE OR REPLACE FUNCTION enforce_state_transition() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_from text := CASE WHEN TG_OP = 'INSERT' THEN 'new' ELSE OLD.state END;
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.state = NEW.state THEN
+        RETURN NEW;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM state_transitions
+                   WHERE machine = TG_ARGV[0] AND from_state = v_from AND to_state = NEW.state) THEN
+        RAISE EXCEPTION 'illegal % transition: % -> %', TG_ARGV[0], v_from, NEW.state
+            USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE TRIGGER occurrences_state_machine
+    BEFORE INSERT OR UPDATE OF state ON occurrences
+    FOR EACH ROW EXECUTE FUNCTION enforce_state_transition('occurrence');
+CREATE OR REPLACE TRIGGER attempts_state_machine
+    BEFORE INSERT OR UPDATE OF state ON attempts
+    FOR EACH ROW EXECUTE FUNCTION enforce_state_transition('attempt');
+
+-- ---------------------------------------------------------------------------------------------
+-- Fencing evidence: every write refused because its token was stale.
+-- ---------------------------------------------------------------------------------------------
+CREATE TABLE IF NOT EXISTS fence_rejections (
+    id             bigserial PRIMARY KEY,
+    token          bigint NOT NULL,
+    path           text NOT NULL CHECK (path IN ('complete', 'ledger_write')),
+    occurrence_id  bigint,
+    detail         text NOT NULL,
+    rejected_at    timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- The demo "job's own write path": a ledger whose rows remember the highest token that wrote them.
+CREATE TABLE IF NOT EXISTS ledger (
+    key          text PRIMARY KEY,
+    value        text NOT NULL,
+    fence_token  bigint NOT NULL,
+    written_at   timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE IF NOT EXISTS ledger_effects (
+    id           bigserial PRIMARY KEY,
+    key          text NOT NULL,
+    value        text NOT NULL,
+    token        bigint NOT NULL,
+    accepted     boolean NOT NULL,
+    at           timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- ---------------------------------------------------------------------------------------------
+-- Processes: liveness and clock skew of every scheduler and worker (observability only).
+-- ---------------------------------------------------------------------------------------------
+CREATE TABLE IF NOT EXISTS processes (
+    id            text PRIMARY KEY,
+    kind          text NOT NULL CHECK (kind IN ('scheduler', 'worker')),
+    pool          text,
+    pid           integer,
+    host          text,
+    started_at    timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at  timestamptz,
+    skew_ms       double precision,      -- process wall clock minus database clock, at its last heartbeat
+    stopped_at    timestamptz
+);

@@ -1,0 +1,40 @@
+"""The schema applies idempotently and the state machines are enforced by the database itself."""
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+
+from reference_impl import db
+
+
+def test_schema_is_idempotent(engine):
+    db.init_schema(engine)  # second application: no error, nothing duplicated
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT count(*) FROM state_transitions")).scalar() == 18
+        assert conn.execute(text("SELECT count(*) FROM pools")).scalar() == 2
+
+
+def _occurrence(conn, state: str) -> int:
+    conn.execute(text("INSERT INTO tenants (id, api_key_hash) VALUES ('t', 'h') ON CONFLICT DO NOTHING"))
+    job = conn.execute(text(
+        "INSERT INTO jobs (tenant_id, name, handler, pool, schedule_kind, run_at, materialized_through)"
+        " VALUES ('t', 'j', 'noop', 'short', 'once', now(), '-infinity') RETURNING id")).scalar()
+    return conn.execute(text(
+        "INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts)"
+        " VALUES (:j, now(), 't', 'short', :s, now(), 1) RETURNING id"), {"j": job, "s": state}).scalar()
+
+
+def test_illegal_occurrence_transition_fails(engine):
+    with engine.begin() as conn:
+        occ = _occurrence(conn, "ready")
+        conn.execute(text("UPDATE occurrences SET state = 'running' WHERE id = :o"), {"o": occ})
+        conn.execute(text("UPDATE occurrences SET state = 'succeeded' WHERE id = :o"), {"o": occ})
+    with pytest.raises(IntegrityError, match="illegal occurrence transition: succeeded -> ready"):
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE occurrences SET state = 'ready' WHERE id = :o"), {"o": occ})
+
+
+def test_occurrence_cannot_be_born_running(engine):
+    with pytest.raises(IntegrityError, match="illegal occurrence transition: new -> running"):
+        with engine.begin() as conn:
+            _occurrence(conn, "running")
