@@ -1,0 +1,102 @@
+"""A local cluster of real OS processes: scheduler replicas and workers, each its own Python process.
+
+Used by ``d2kit up``, the drills and the tests. Faults are real: ``kill`` is SIGKILL, ``pause`` is
+SIGSTOP (a process pause, as in a long GC or a frozen VM), and a worker can be pointed at a proxy URL
+to have its network cut (drills/proxy.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Member:
+    name: str
+    kind: str  # 'scheduler' | 'worker'
+    popen: subprocess.Popen
+    log_path: Path
+
+    @property
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+@dataclass
+class LocalCluster:
+    url: str
+    log_dir: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+    members: dict[str, Member] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+
+    def _spawn(self, name: str, kind: str, args: list[str], url: str | None,
+               env: dict[str, str] | None, prefix: list[str] | None) -> Member:
+        process_env = {**os.environ, **self.extra_env, **(env or {}), "DATABASE_URL": url or self.url,
+                       "PYTHONUNBUFFERED": "1"}
+        command = [*(prefix or []), sys.executable, "-m", "reference_impl.cli", kind, "run", "--id", name, *args]
+        log_path = self.log_dir / f"{name}.log"
+        with open(log_path, "ab") as log_file:
+            popen = subprocess.Popen(command, env=process_env, stdout=log_file, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        member = Member(name, kind, popen, log_path)
+        self.members[name] = member
+        return member
+
+    def start_scheduler(self, name: str, *, env: dict[str, str] | None = None,
+                        prefix: list[str] | None = None) -> Member:
+        return self._spawn(name, "scheduler", [], None, env, prefix)
+
+    def start_worker(self, name: str, *, pool: str = "short", concurrency: int = 16, lease: float = 30.0,
+                     url: str | None = None, env: dict[str, str] | None = None,
+                     prefix: list[str] | None = None, extra_args: list[str] | None = None) -> Member:
+        args = ["--pool", pool, "--concurrency", str(concurrency), "--lease", str(lease), *(extra_args or [])]
+        return self._spawn(name, "worker", args, url, env, prefix)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL: no cleanup, no goodbye -- the crash the design must survive."""
+        self._signal(name, signal.SIGKILL)
+        self.members[name].popen.wait(timeout=10)
+
+    def pause(self, name: str) -> None:
+        self._signal(name, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        self._signal(name, signal.SIGCONT)
+
+    def _signal(self, name: str, sig: signal.Signals) -> None:
+        os.kill(self.members[name].popen.pid, sig)
+
+    def alive(self) -> dict[str, bool]:
+        return {name: m.alive for name, m in self.members.items()}
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM everyone (graceful: workers finish or hand back their attempts), then SIGKILL stragglers."""
+        for member in self.members.values():
+            if member.alive:
+                try:
+                    os.kill(member.popen.pid, signal.SIGCONT)  # a paused process cannot handle SIGTERM
+                    member.popen.terminate()
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout
+        for member in self.members.values():
+            try:
+                member.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                member.popen.kill()
+                member.popen.wait(timeout=5)
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

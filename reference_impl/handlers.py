@@ -1,0 +1,137 @@
+"""Job handlers: what a worker runs for an occurrence.
+
+A handler is a function ``handler(ctx: JobContext) -> None``; raising marks the attempt failed (it is
+retried with backoff until ``max_attempts``). Register one with ``@handler("name")``, optionally with
+a ``validate(payload)`` that raises ``ValueError`` naming the bad field -- it runs at submission, so a bad
+payload is a 422 instead of a dead job at 3 a.m.
+
+Handlers get a stable ``ctx.idempotency_key`` (same for every retry of one occurrence) and the attempt's
+fencing token ``ctx.token``; a handler with side effects passes the token to its write path
+(``ctx.fenced_ledger_write`` shows how) so a stale attempt's late write is refused by the storage.
+``ctx.cancelled`` is set when the job is cancelled or the worker stopped trusting its lease: long
+handlers should check it.
+
+To add one: write the function in this module (or a module imported by it), decorate it, done:
+
+    @handler("send_report", validate=require_fields("recipient"))
+    def send_report(ctx):
+        ...
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+
+class Cancelled(Exception):
+    """Raised by a handler that stopped because ``ctx.cancelled`` was set."""
+
+
+class StaleToken(Exception):
+    """The job's own write path refused this attempt's fencing token."""
+
+
+@dataclass
+class JobContext:
+    token: int
+    occurrence_id: int
+    job_id: int
+    fire_at: datetime
+    attempt: int
+    payload: dict[str, Any]
+    engine: Engine
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"job-{self.job_id}@{self.fire_at.isoformat()}"
+
+    def fenced_ledger_write(self, key: str, value: str) -> bool:
+        """Write through the fence: refused (False) if a higher token already wrote ``key``."""
+        with self.engine.begin() as conn:
+            return bool(conn.execute(text("SELECT d2_fenced_ledger_write(:k, :v, :t)"),
+                                     {"k": key, "v": value, "t": self.token}).scalar())
+
+
+Handler = Callable[[JobContext], None]
+
+
+@dataclass(frozen=True)
+class Registered:
+    run: Handler
+    validate: Callable[[dict[str, Any]], None]
+
+
+HANDLERS: dict[str, Registered] = {}
+
+
+def _accept_anything(payload: dict[str, Any]) -> None:
+    return None
+
+
+def handler(name: str, validate: Callable[[dict[str, Any]], None] = _accept_anything):
+    def register(fn: Handler) -> Handler:
+        HANDLERS[name] = Registered(fn, validate)
+        return fn
+    return register
+
+
+def _number(payload: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
+    value = payload.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ValueError(f"payload.{key} must be a number between {low} and {high}")
+    return float(value)
+
+
+def _validate_sleep(payload: dict[str, Any]) -> None:
+    _number(payload, "seconds", 1, 0, 7 * 24 * 3600)
+
+
+def _validate_fail_n(payload: dict[str, Any]) -> None:
+    _number(payload, "n", 1, 0, 100)
+
+
+def _validate_ledger(payload: dict[str, Any]) -> None:
+    _number(payload, "seconds", 0, 0, 24 * 3600)
+    if not isinstance(payload.get("value", ""), str):
+        raise ValueError("payload.value must be a string")
+
+
+@handler("noop")
+def noop(ctx: JobContext) -> None:
+    """Does nothing: the load tests and benchmarks measure the scheduler, not the job."""
+
+
+@handler("sleep", validate=_validate_sleep)
+def sleep(ctx: JobContext) -> None:
+    """Sleeps ``payload.seconds`` (default 1), stopping early if cancelled."""
+    if ctx.cancelled.wait(_number(ctx.payload, "seconds", 1, 0, 7 * 24 * 3600)):
+        raise Cancelled("cancelled while sleeping")
+
+
+@handler("fail_n", validate=_validate_fail_n)
+def fail_n(ctx: JobContext) -> None:
+    """Fails its first ``payload.n`` attempts (default 1), then succeeds: exercises retries and dead."""
+    n = int(_number(ctx.payload, "n", 1, 0, 100))
+    if ctx.attempt <= n:
+        raise RuntimeError(f"fail_n: failing attempt {ctx.attempt} of the first {n}")
+
+
+@handler("ledger_write", validate=_validate_ledger)
+def ledger_write(ctx: JobContext) -> None:
+    """Works for ``payload.seconds``, then writes ``payload.value`` to the ledger under the occurrence's
+    idempotency key, through the fence. It deliberately does NOT check ``ctx.cancelled`` before writing:
+    it stands for a process that was paused or partitioned and cannot know it lost its lease -- the case
+    only the storage-side fence can catch."""
+    seconds = _number(ctx.payload, "seconds", 0, 0, 24 * 3600)
+    if seconds:
+        threading.Event().wait(seconds)
+    value = str(ctx.payload.get("value", f"written by token {ctx.token}"))
+    if not ctx.fenced_ledger_write(ctx.idempotency_key, value):
+        raise StaleToken(f"ledger refused token {ctx.token} for {ctx.idempotency_key}")

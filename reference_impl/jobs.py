@@ -1,0 +1,180 @@
+"""Submitting and managing jobs: validation (shared by the CLI and the HTTP API) and the writes.
+
+Validation happens before anything is written and names the field that is wrong; a job is one INSERT,
+so an error can never leave half a job behind.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from sqlalchemy import Connection, text
+
+from reference_impl import schedule
+from reference_impl.handlers import HANDLERS
+
+MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_SCHEDULE_AHEAD = timedelta(days=10 * 365)
+LONG_POOL_FROM = timedelta(minutes=1)  # jobs expected to run this long or longer go to the 'long' pool
+
+
+class JobSpec(BaseModel):
+    """What a tenant asks for. Exactly one of ``run_at`` (one-shot) or ``cron`` (recurring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    handler: str = Field(description="A registered handler: " + ", ".join(sorted(HANDLERS)))
+    payload: dict[str, Any] = Field(default_factory=dict)
+    run_at: datetime | None = Field(None, description="One-shot: when to run (ISO 8601 with offset).")
+    cron: str | None = Field(None, description="Recurring: 5 fields, or 6 with seconds last.")
+    timezone: str = Field("UTC", description="IANA time zone the cron expression is read in.")
+    dst_gap: Literal["shift", "skip"] = "shift"
+    dst_overlap: Literal["first", "both"] = "first"
+    misfire_policy: Literal["skip", "run_once", "run_all"] = "run_once"
+    catchup_window_seconds: int = Field(86_400, ge=1, le=366 * 86_400)
+    max_catchup: int = Field(100, ge=1, le=1000)
+    overlap_policy: Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other"] = "allow"
+    pool: Literal["short", "long"] | None = Field(None, description="Defaults from expected_duration_seconds.")
+    expected_duration_seconds: float | None = Field(None, ge=0, le=7 * 86_400)
+    max_attempts: int = Field(3, ge=1, le=25)
+    retry_base_seconds: float = Field(1.0, ge=0, le=3600)
+    idempotency_key: str | None = Field(None, min_length=1, max_length=200)
+
+    @field_validator("handler")
+    @classmethod
+    def _known_handler(cls, value: str) -> str:
+        if value not in HANDLERS:
+            raise ValueError(f"unknown handler '{value}'; registered: {', '.join(sorted(HANDLERS))}")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown IANA time zone '{value}'") from None
+        return value
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            schedule.validate_cron(value)
+        return value
+
+    @field_validator("run_at")
+    @classmethod
+    def _aware_and_sane(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("run_at needs a UTC offset, e.g. 2026-11-29T09:00:00Z")
+        if abs(value - datetime.now(UTC)) > MAX_SCHEDULE_AHEAD:
+            raise ValueError("run_at is more than 10 years away")
+        return value.astimezone(UTC)
+
+    @field_validator("payload")
+    @classmethod
+    def _small_payload(cls, value: dict[str, Any]) -> dict[str, Any]:
+        size = len(json.dumps(value, separators=(",", ":")).encode())
+        if size > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_schedule_and_valid_payload(self) -> JobSpec:
+        if (self.run_at is None) == (self.cron is None):
+            raise ValueError("give exactly one of run_at (one-shot) or cron (recurring)")
+        HANDLERS[self.handler].validate(self.payload)
+        return self
+
+    def resolved_pool(self) -> str:
+        if self.pool:
+            return self.pool
+        expected = self.expected_duration_seconds or 0
+        return "long" if expected >= LONG_POOL_FROM.total_seconds() else "short"
+
+    def to_schedule(self) -> schedule.Schedule:
+        return schedule.Schedule(kind="cron" if self.cron else "once", run_at=self.run_at, cron=self.cron,
+                                 timezone=self.timezone, dst_gap=self.dst_gap, dst_overlap=self.dst_overlap)
+
+
+JOB_COLUMNS = (
+    "id, tenant_id, name, handler, payload, pool, schedule_kind, run_at, cron, timezone, dst_gap, dst_overlap,"
+    " misfire_policy, extract(epoch FROM catchup_window)::int AS catchup_window_seconds, max_catchup,"
+    " overlap_policy, max_attempts, retry_base_seconds, idempotency_key, paused, deleted_at,"
+    " materialized_through, next_fire_at, created_at"
+)
+
+
+def submit(conn: Connection, tenant_id: str, spec: JobSpec) -> tuple[dict[str, Any], bool]:
+    """Create the job; with an idempotency key already used by this tenant, return that job instead.
+
+    Returns (job, created). The cursor starts at the database's now(): a new cron job never
+    "catches up" on fire times from before it existed.
+    """
+    if spec.idempotency_key is not None:
+        existing = get(conn, tenant_id, key=spec.idempotency_key)
+        if existing is not None:
+            return existing, False
+    db_now = conn.execute(text("SELECT now()")).scalar_one()
+    sched = spec.to_schedule()
+    if sched.kind == "once":
+        through, next_fire = datetime.min.replace(tzinfo=UTC), spec.run_at
+    else:
+        through, next_fire = db_now, schedule.next_fire_after(sched, db_now)
+    row = conn.execute(text(
+        "INSERT INTO jobs (tenant_id, name, handler, payload, pool, schedule_kind, run_at, cron, timezone,"
+        " dst_gap, dst_overlap, misfire_policy, catchup_window, max_catchup, overlap_policy, max_attempts,"
+        " retry_base_seconds, idempotency_key, materialized_through, next_fire_at)"
+        " VALUES (:tenant, :name, :handler, CAST(:payload AS jsonb), :pool, :kind, :run_at, :cron, :tz,"
+        " :gap, :overlap, :misfire, make_interval(secs => :window), :max_catchup, :overlap_policy,"
+        " :max_attempts, :retry_base, :key, :through, :next_fire)"
+        " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING id"),
+        {"tenant": tenant_id, "name": spec.name, "handler": spec.handler, "payload": json.dumps(spec.payload),
+         "pool": spec.resolved_pool(), "kind": sched.kind, "run_at": spec.run_at, "cron": spec.cron,
+         "tz": spec.timezone, "gap": spec.dst_gap, "overlap": spec.dst_overlap, "misfire": spec.misfire_policy,
+         "window": spec.catchup_window_seconds, "max_catchup": spec.max_catchup,
+         "overlap_policy": spec.overlap_policy, "max_attempts": spec.max_attempts,
+         "retry_base": spec.retry_base_seconds, "key": spec.idempotency_key, "through": through,
+         "next_fire": next_fire}).first()
+    if row is None:  # lost a race with a concurrent submit of the same key: theirs is the job
+        return get(conn, tenant_id, key=spec.idempotency_key), False
+    return get(conn, tenant_id, job_id=row.id), True
+
+
+def get(conn: Connection, tenant_id: str | None, *, job_id: int | None = None,
+        key: str | None = None) -> dict[str, Any] | None:
+    """A job by id or idempotency key, only if it belongs to ``tenant_id`` (None: any tenant, admin)."""
+    where = "id = :id" if job_id is not None else "idempotency_key = :key"
+    row = conn.execute(text(f"SELECT {JOB_COLUMNS} FROM jobs WHERE {where}"
+                            " AND (CAST(:tenant AS text) IS NULL OR tenant_id = :tenant)"),
+                       {"id": job_id, "key": key, "tenant": tenant_id}).mappings().first()
+    return dict(row) if row else None
+
+
+def set_paused(conn: Connection, job_id: int, paused: bool) -> None:
+    """Pause or resume. Fire times that pass while paused are misfires on resume: the job's
+    misfire_policy decides what runs, and the rest are recorded as skipped."""
+    conn.execute(text("UPDATE jobs SET paused = :p WHERE id = :id AND deleted_at IS NULL"),
+                 {"p": paused, "id": job_id})
+
+
+def delete(conn: Connection, job_id: int) -> None:
+    """Stop scheduling the job and cancel what is unfinished (running attempts cooperatively)."""
+    conn.execute(text("UPDATE jobs SET deleted_at = now(), next_fire_at = NULL WHERE id = :id"), {"id": job_id})
+    conn.execute(text("SELECT d2_cancel_open(:id, 'job deleted')"), {"id": job_id})
+
+
+def trigger_now(conn: Connection, job_id: int) -> int:
+    """Run the job once now, outside its schedule; returns the new occurrence id."""
+    return conn.execute(text(
+        "INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, trigger, state, ready_at, max_attempts)"
+        " SELECT id, clock_timestamp(), tenant_id, pool, 'manual', 'ready', clock_timestamp(), max_attempts"
+        " FROM jobs WHERE id = :id RETURNING id"), {"id": job_id}).scalar_one()

@@ -1,0 +1,67 @@
+"""Process registry: who is alive, and how far each process's wall clock is from the database's.
+
+Skew is *shown* (``d2kit status``), never used: every lease, due time and misfire decision reads the
+database clock. ``D2KIT_CLOCK_OFFSET_SECONDS`` shifts this process's wall clock -- the clock-skew drill's
+fallback when libfaketime is not installed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Engine, text
+
+log = logging.getLogger("d2kit")
+
+
+def wall_now() -> datetime:
+    """This process's wall clock (what a skewed node believes the time is)."""
+    offset = float(os.environ.get("D2KIT_CLOCK_OFFSET_SECONDS", "0"))
+    return datetime.now(UTC) + timedelta(seconds=offset)
+
+
+def register(engine: Engine, process_id: str, kind: str, pool: str | None = None) -> None:
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO processes (id, kind, pool, pid, host, heartbeat_at) VALUES (:id, :k, :p, :pid, :h, now())"
+            " ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, pool = excluded.pool, pid = excluded.pid,"
+            " host = excluded.host, started_at = now(), heartbeat_at = now(), stopped_at = NULL"),
+            {"id": process_id, "k": kind, "p": pool, "pid": os.getpid(), "h": socket.gethostname()})
+
+
+def heartbeat(engine: Engine, process_id: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(text(
+            "UPDATE processes SET heartbeat_at = now(),"
+            " skew_ms = extract(epoch FROM CAST(:wall AS timestamptz) - clock_timestamp()) * 1000 WHERE id = :id"),
+            {"id": process_id, "wall": wall_now()})
+
+
+def mark_stopped(engine: Engine, process_id: str) -> None:
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE processes SET stopped_at = now() WHERE id = :id"), {"id": process_id})
+    except Exception:  # best effort on the way out: the database may be the thing that is down
+        log.warning("could not mark %s stopped", process_id)
+
+
+def stop_on_signals(stop: threading.Event) -> None:
+    """SIGTERM / SIGINT ask for a graceful stop. (SIGKILL, which the drills use, cannot be caught.)"""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+
+def configure_logging(process_id: str) -> None:
+    logging.basicConfig(level=os.environ.get("D2KIT_LOG_LEVEL", "INFO"),
+                        format=f"%(asctime)s {process_id} %(levelname)s %(message)s")
+
+
+def describe_error(exc: Exception) -> str:
+    """First line of an error, for a log line (psycopg errors run to many lines)."""
+    message = str(exc).strip()
+    return message.splitlines()[0][:200] if message else type(exc).__name__

@@ -1,0 +1,63 @@
+"""A scheduler replica: materialiser + reaper + its own liveness row, in one loop.
+
+Run any number of them (active-active). None is special: kill one at any instant and the others carry on;
+correctness comes from row locks and unique keys in PostgreSQL, not from electing a leader.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from reference_impl import db, materializer, processes, reaper
+
+log = logging.getLogger("d2kit.scheduler")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    scheduler_id: str
+    tick_seconds: float = 0.1        # materialise pass period (occurrences are written LOOKAHEAD early)
+    reap_every_seconds: float = 0.5  # lease expiry is detected within this of the lease running out
+    heartbeat_every_seconds: float = 1.0
+
+
+class Scheduler:
+    def __init__(self, url: str, config: SchedulerConfig):
+        self.config = config
+        self.engine = db.make_engine(url, pool_size=2, application_name=f"d2-scheduler-{config.scheduler_id}")
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        cfg = self.config
+        last_reap = last_heartbeat = 0.0
+        registered = False
+        while not self.stop.is_set():
+            started = time.monotonic()
+            try:
+                if not registered:
+                    processes.register(self.engine, cfg.scheduler_id, "scheduler")
+                    registered = True
+                with self.engine.begin() as conn:
+                    inserted = materializer.materialise_due(conn)
+                if inserted:
+                    log.debug("materialised %d occurrences", inserted)
+                if started - last_reap >= cfg.reap_every_seconds:
+                    with self.engine.begin() as conn:
+                        lost = reaper.reap_expired(conn)
+                    if lost:
+                        log.info("reaped %d expired leases", lost)
+                    last_reap = started
+                if started - last_heartbeat >= cfg.heartbeat_every_seconds:
+                    processes.heartbeat(self.engine, cfg.scheduler_id)
+                    last_heartbeat = started
+            except Exception as exc:  # database down or restarting: log, back off, carry on
+                log.warning("pass failed: %s", processes.describe_error(exc))
+                self.stop.wait(0.5)
+                continue
+            if not inserted:  # a pass that wrote rows may have left more due: go again at once
+                self.stop.wait(max(0.0, cfg.tick_seconds - (time.monotonic() - started)))
+        processes.mark_stopped(self.engine, cfg.scheduler_id)
+        self.engine.dispose()

@@ -1,0 +1,248 @@
+"""A worker process: claims occurrences of one pool in batches, runs their handlers, heartbeats, completes.
+
+Four loops share one process; each round trip to the database is batched:
+
+* **claimer** (main thread) -- ``d2_claim`` for up to the free slots; polls every ``poll_seconds`` when
+  there is nothing ready, goes again at once when a batch came back full.
+* **executor** -- a thread per slot runs handlers; a finished handler queues its result.
+* **heartbeater** -- one ``d2_heartbeat`` per period for every attempt this process holds (running, or
+  finished but not yet acknowledged): extends leases, reports skew, hears ``cancel`` / ``lost``.
+* **completer** -- drains the result queue into one ``d2_complete`` call; results that could not be sent
+  (database down) stay queued and are sent again -- a completion is never dropped, and a stale one is
+  refused by the fence, not by luck.
+* **lease watchdog** -- by the monotonic clock (lease.py): an attempt whose lease can no longer be trusted
+  gets ``ctx.cancelled``; the handler should stop, and its writes will be refused if it does not.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import text
+
+from reference_impl import db, processes
+from reference_impl.handlers import HANDLERS, JobContext
+from reference_impl.lease import Lease
+
+log = logging.getLogger("d2kit.worker")
+
+CLAIM_SQL = text("SELECT * FROM d2_claim(:pool, :worker, :n, :lease)")
+HEARTBEAT_SQL = text("SELECT * FROM d2_heartbeat(:worker, :tokens, :started, :lease, :clock)")
+COMPLETE_SQL = text("SELECT * FROM d2_complete(:tokens, :ok, :errors, :started)")
+RETRY_PAUSE_SECONDS = 0.5  # after a database error, before trying again
+
+
+@dataclass
+class Held:
+    """An attempt this process holds: its context, its lease as this process sees it, its timing."""
+    ctx: JobContext
+    handler: str
+    lease: Lease
+    dispatched_at: datetime
+    started_at: datetime | None = None
+    finished: bool = False
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    worker_id: str
+    pool: str = "short"
+    concurrency: int = 16
+    lease_seconds: float = 30.0
+    heartbeat_seconds: float | None = None  # default: a third of the lease
+    poll_seconds: float = 0.05
+    claim_batch: int = 64
+    shutdown_grace_seconds: float = 10.0
+
+    @property
+    def heartbeat_every(self) -> float:
+        return self.heartbeat_seconds or self.lease_seconds / 3
+
+
+class Worker:
+    def __init__(self, url: str, config: WorkerConfig):
+        self.config = config
+        self.engine = db.make_engine(url, pool_size=4 + config.concurrency,
+                                     application_name=f"d2-worker-{config.worker_id}")
+        self.stop = threading.Event()
+        self.held: dict[int, Held] = {}
+        self.lock = threading.Lock()
+        self.slot_freed = threading.Event()
+        self.results: queue.Queue[tuple[int, bool, str | None]] = queue.Queue()
+
+    # -- claimer ---------------------------------------------------------------------------------
+    def run(self) -> None:
+        cfg = self.config
+        self._until_registered()
+        threads = [threading.Thread(target=loop, name=loop.__name__, daemon=True)
+                   for loop in (self._heartbeat_loop, self._complete_loop, self._watch_leases)]
+        for thread in threads:
+            thread.start()
+        with ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="handler") as executor:
+            while not self.stop.is_set():
+                free = cfg.concurrency - self._busy_slots()
+                if free <= 0:
+                    self.slot_freed.wait(cfg.poll_seconds)
+                    self.slot_freed.clear()
+                    continue
+                want = min(free, cfg.claim_batch)
+                try:
+                    claimed = self._claim(want)
+                except Exception as exc:  # database unreachable or restarting: keep trying
+                    log.warning("claim failed: %s", processes.describe_error(exc))
+                    self.stop.wait(RETRY_PAUSE_SECONDS)
+                    continue
+                for held in claimed:
+                    executor.submit(self._execute, held)
+                if len(claimed) < want:
+                    self.stop.wait(cfg.poll_seconds)
+            self._drain(executor)
+        processes.mark_stopped(self.engine, cfg.worker_id)
+        self.engine.dispose()
+
+    def _until_registered(self) -> None:
+        while not self.stop.is_set():
+            try:
+                processes.register(self.engine, self.config.worker_id, "worker", self.config.pool)
+                return
+            except Exception as exc:
+                log.warning("cannot register yet: %s", processes.describe_error(exc))
+                self.stop.wait(RETRY_PAUSE_SECONDS)
+
+    def _claim(self, want: int) -> list[Held]:
+        cfg = self.config
+        sent_at = time.monotonic()
+        with self.engine.begin() as conn:
+            rows = conn.execute(CLAIM_SQL, {"pool": cfg.pool, "worker": cfg.worker_id, "n": want,
+                                            "lease": cfg.lease_seconds}).mappings().all()
+        claimed = []
+        with self.lock:
+            for row in rows:
+                ctx = JobContext(token=row["token"], occurrence_id=row["occurrence_id"], job_id=row["job_id"],
+                                 fire_at=row["fire_at"], attempt=row["attempt"], payload=row["payload"],
+                                 engine=self.engine)
+                held = Held(ctx, row["handler"], Lease(cfg.lease_seconds, sent_at), row["dispatched_at"])
+                self.held[ctx.token] = held
+                claimed.append(held)
+        return claimed
+
+    def _busy_slots(self) -> int:
+        with self.lock:
+            return sum(1 for h in self.held.values() if not h.finished)
+
+    # -- executor --------------------------------------------------------------------------------
+    def _execute(self, held: Held) -> None:
+        # Handler start on the database clock: dispatch time (database) + elapsed time here (monotonic).
+        held.started_at = held.dispatched_at + timedelta(seconds=time.monotonic() - held.lease.sent_at)
+        ok, error = True, None
+        try:
+            HANDLERS[held.handler].run(held.ctx)
+        except Exception as exc:
+            ok, error = False, f"{type(exc).__name__}: {exc}"
+        with self.lock:
+            held.finished = True
+        self.slot_freed.set()
+        self.results.put((held.ctx.token, ok, error))
+
+    # -- heartbeater -----------------------------------------------------------------------------
+    def _heartbeat_loop(self) -> None:
+        cfg = self.config
+        while not self.stop.is_set() or self._holding():
+            with self.lock:
+                tokens = list(self.held)
+                started = [self.held[t].started_at for t in tokens]
+            sent_at = time.monotonic()
+            try:
+                with self.engine.begin() as conn:
+                    answers = conn.execute(HEARTBEAT_SQL, {
+                        "worker": cfg.worker_id, "tokens": tokens, "started": started,
+                        "lease": cfg.lease_seconds, "clock": processes.wall_now()}).all()
+            except Exception as exc:
+                log.warning("heartbeat failed (%d attempts held): %s", len(tokens), processes.describe_error(exc))
+                answers = []
+            with self.lock:
+                for token, status in answers:
+                    held = self.held.get(token)
+                    if held is None:
+                        continue
+                    if status == "lost":
+                        held.lease.trusted = False
+                        held.ctx.cancelled.set()
+                    else:
+                        held.lease.renewed(sent_at)
+                        if status == "cancel":
+                            held.ctx.cancelled.set()
+            time.sleep(cfg.heartbeat_every)
+
+    def _holding(self) -> bool:
+        with self.lock:
+            return bool(self.held)
+
+    # -- lease watchdog --------------------------------------------------------------------------
+    def _watch_leases(self) -> None:
+        period = min(0.5, self.config.lease_seconds / 10)
+        while not self.stop.is_set() or self._holding():
+            now = time.monotonic()
+            with self.lock:
+                for held in self.held.values():
+                    if held.lease.trusted and not held.lease.check(now):
+                        log.warning("lease of token %d no longer trusted: stopping its handler", held.ctx.token)
+                        held.ctx.cancelled.set()
+            time.sleep(period)
+
+    # -- completer -------------------------------------------------------------------------------
+    def _complete_loop(self) -> None:
+        unsent: list[tuple[int, bool, str | None]] = []
+        while not self.stop.is_set() or self._holding():
+            if not unsent:
+                try:
+                    unsent.append(self.results.get(timeout=0.1))
+                except queue.Empty:
+                    continue
+            while True:  # everything that finished meanwhile goes in the same round trip
+                try:
+                    unsent.append(self.results.get_nowait())
+                except queue.Empty:
+                    break
+            if self._send_completions(unsent):
+                unsent = []
+            else:
+                time.sleep(RETRY_PAUSE_SECONDS)
+
+    def _send_completions(self, batch: list[tuple[int, bool, str | None]]) -> bool:
+        with self.lock:
+            started = [self.held[token].started_at for token, _, _ in batch]
+        try:
+            with self.engine.begin() as conn:
+                answers = conn.execute(COMPLETE_SQL, {
+                    "tokens": [b[0] for b in batch], "ok": [b[1] for b in batch],
+                    "errors": [b[2] for b in batch], "started": started}).all()
+        except Exception as exc:
+            log.warning("completion of %d attempts not sent yet: %s", len(batch), processes.describe_error(exc))
+            return False
+        with self.lock:
+            for token, accepted in answers:
+                if not accepted:
+                    log.warning("completion of token %d refused: stale fencing token", token)
+                self.held.pop(token, None)
+        return True
+
+    # -- shutdown --------------------------------------------------------------------------------
+    def _drain(self, executor: ThreadPoolExecutor) -> None:
+        """Graceful stop: no new claims; give handlers a grace period, then ask them to stop."""
+        deadline = time.monotonic() + self.config.shutdown_grace_seconds
+        while self._busy_slots() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with self.lock:
+            for held in self.held.values():
+                held.ctx.cancelled.set()
+        executor.shutdown(wait=True)
+        deadline = time.monotonic() + self.config.shutdown_grace_seconds
+        while self._holding() and time.monotonic() < deadline:
+            time.sleep(0.05)
