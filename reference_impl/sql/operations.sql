@@ -369,7 +369,9 @@ BEGIN
     INSERT INTO ledger AS l (key, value, fence_token) VALUES (p_key, p_value, p_token)
     ON CONFLICT (key) DO UPDATE
         SET value = excluded.value, fence_token = excluded.fence_token, written_at = clock_timestamp()
-        WHERE l.fence_token <= excluded.fence_token;
+        WHERE l.fence_token <= excluded.fence_token
+           -- Test-only switch for the drills' negative control: shows what happens without the fence.
+           OR current_setting('d2.unsafe_disable_fencing', true) = 'on';
     GET DIAGNOSTICS v_n = ROW_COUNT;
     INSERT INTO ledger_effects (key, value, token, accepted) VALUES (p_key, p_value, p_token, v_n > 0);
     IF v_n = 0 THEN
