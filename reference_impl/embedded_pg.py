@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import warnings
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -24,9 +25,12 @@ def data_dir() -> Path:
 
 
 def _server():
-    import pgserver  # imported lazily: it is only needed when DATABASE_URL is unset
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, root shells); pgserver then uses /tmp.
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        import pgserver  # imported lazily: it is only needed when DATABASE_URL is unset
 
-    return pgserver.get_server(data_dir(), cleanup_mode=None)
+        return pgserver.get_server(data_dir(), cleanup_mode=None)
 
 
 def ensure_running() -> str:

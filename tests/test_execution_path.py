@@ -1,0 +1,153 @@
+"""The execution path with real OS processes: replicas racing, workers killed and paused, fencing.
+
+Every assertion reads the recorded history in PostgreSQL. Waits are bounded polls, never timed asserts.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from helpers import rows, scalar, wait_until
+from sqlalchemy import text
+
+from reference_impl import jobs, tenants
+from reference_impl.cluster import LocalCluster
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def cluster(database_url, tmp_path):
+    with LocalCluster(database_url, tmp_path / "logs") as running:
+        yield running
+
+
+def submit_many(engine, count: int, *, delay_s: float, **spec) -> list[int]:
+    """``count`` one-shot jobs all due at the same instant, ``delay_s`` from now (database clock)."""
+    with engine.begin() as conn:
+        tenants.ensure_tenant(conn, "t")
+        due = conn.execute(text("SELECT now()")).scalar_one() + timedelta(seconds=delay_s)
+        return [jobs.submit(conn, "t", jobs.JobSpec(name=f"j{i}", run_at=due, **{"handler": "noop", **spec}))[0]["id"]
+                for i in range(count)]
+
+
+def settled(engine, expected: int) -> bool:
+    """``expected`` occurrences exist and all are in a terminal state."""
+    return scalar(engine, "SELECT count(*) FILTER (WHERE state IN ('succeeded', 'dead', 'skipped', 'cancelled'))"
+                          " = :n AND count(*) = :n FROM occurrences", n=expected)
+
+
+@pytest.mark.parametrize("replicas", [2, 3])
+def test_racing_replicas_materialise_every_occurrence_exactly_once(engine, cluster, replicas):
+    job_ids = submit_many(engine, 600, delay_s=3)
+    with engine.begin() as conn:  # plus recurring per-second jobs: every replica sees them due every tick
+        for i in range(5):
+            jobs.submit(conn, "t", jobs.JobSpec(name=f"cron{i}", handler="noop", cron="* * * * * *"))
+    for i in range(replicas):
+        cluster.start_scheduler(f"s{i}")
+    cluster.start_worker("w1")
+    wait_until(lambda: scalar(engine, "SELECT count(*) FROM occurrences o JOIN jobs j ON j.id = o.job_id"
+                                      " WHERE j.schedule_kind = 'once' AND o.state = 'succeeded'") == len(job_ids),
+               timeout=90, what="every one-shot job to succeed")
+    time.sleep(2)  # a few more seconds of per-second fires, materialised by racing replicas
+    total, distinct = rows(engine, "SELECT count(*), count(DISTINCT (job_id, fire_at)) FROM occurrences")[0]
+    assert total == distinct
+    per_job = dict(rows(engine, "SELECT job_id, count(*) FROM occurrences WHERE job_id = ANY(:ids) GROUP BY 1",
+                        ids=job_ids))
+    assert per_job == {job_id: 1 for job_id in job_ids}
+    assert scalar(engine, "SELECT count(*) FROM attempts WHERE state = 'succeeded'") == scalar(
+        engine, "SELECT count(DISTINCT occurrence_id) FROM attempts WHERE state = 'succeeded'")
+
+
+def test_sigkilled_replicas_lose_nothing_and_double_nothing(engine, cluster):
+    with engine.begin() as conn:
+        tenants.ensure_tenant(conn, "t")
+        for i in range(40):
+            jobs.submit(conn, "t", jobs.JobSpec(name=f"cron{i}", handler="noop", cron="* * * * * *"))
+        start = conn.execute(text("SELECT now()")).scalar_one()
+    for i in range(3):
+        cluster.start_scheduler(f"s{i}")
+    cluster.start_worker("w1")
+    for round_ in range(6):  # kill a replica mid-work, restart it, repeatedly
+        time.sleep(0.7)
+        victim = f"s{round_ % 3}"
+        cluster.kill(victim)
+        cluster.start_scheduler(victim)
+    end = scalar(engine, "SELECT now()") - timedelta(seconds=3)
+    wait_until(lambda: scalar(engine, "SELECT min(materialized_through) FROM jobs") > end + timedelta(seconds=3),
+               what="materialisation to pass the window")
+    # every per-second fire time in (start, end] exists exactly once for every job
+    counts = rows(engine, "SELECT job_id, count(*), count(DISTINCT fire_at) FROM occurrences"
+                          " WHERE fire_at > :s AND fire_at <= :e GROUP BY job_id", s=start, e=end)
+    expected = int((end.replace(microsecond=0) - start.replace(microsecond=0)).total_seconds())
+    assert len(counts) == 40
+    for _job, total, distinct in counts:
+        assert total == distinct
+        assert abs(total - expected) <= 1  # window edges fall inside a second
+
+
+def test_killed_worker_attempt_is_lost_then_rerun_with_a_higher_token(engine, cluster):
+    [job_id] = submit_many(engine, 1, delay_s=0, handler="sleep", payload={"seconds": 2}, retry_base_seconds=0.1)
+    cluster.start_scheduler("s1")
+    cluster.start_worker("doomed", lease=2)
+    first = wait_until(lambda: rows(engine, "SELECT token FROM attempts WHERE worker_id = 'doomed'"),
+                       what="the first attempt")[0].token
+    cluster.kill("doomed")
+    cluster.start_worker("rescuer", lease=2)
+    wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=job_id) == "succeeded",
+               what="the occurrence to succeed on the second worker")
+    attempts = rows(engine, "SELECT token, worker_id, state, error FROM attempts ORDER BY token")
+    assert [(a.worker_id, a.state) for a in attempts] == [("doomed", "lost"), ("rescuer", "succeeded")]
+    assert attempts[1].token > first
+    assert "lease expired" in attempts[0].error
+
+
+def test_paused_workers_late_completion_and_late_write_are_refused(engine, cluster):
+    [job_id] = submit_many(engine, 1, delay_s=0, handler="ledger_write", payload={"seconds": 3, "value": "v"},
+                           retry_base_seconds=0.1)
+    cluster.start_scheduler("s1")
+    cluster.start_worker("paused", lease=2)
+    stale = wait_until(lambda: rows(engine, "SELECT token FROM attempts WHERE worker_id = 'paused'"),
+                       what="the first attempt")[0].token
+    cluster.pause("paused")  # SIGSTOP: a process pause (GC, frozen VM) mid-job, lease still "held"
+    cluster.start_worker("healthy", lease=2)
+    fresh = wait_until(lambda: scalar(engine, "SELECT fence_token FROM ledger"), timeout=60,
+                       what="the second attempt's ledger write")
+    cluster.resume("paused")  # SIGCONT: it finishes its sleep and writes late, with the stale token
+    wait_until(lambda: scalar(engine, "SELECT count(*) FROM fence_rejections WHERE token = :t", t=stale) == 2,
+               what="both late writes of the paused worker to be refused")
+    assert fresh > stale
+    refused = dict(rows(engine, "SELECT path, detail FROM fence_rejections WHERE token = :t", t=stale))
+    assert set(refused) == {"ledger_write", "complete"}
+    assert f"token {fresh}" in refused["ledger_write"] and f"held by token {fresh}" in refused["complete"]
+    assert scalar(engine, "SELECT count(*) FROM ledger_effects WHERE accepted") == 1
+    assert scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=job_id) == "succeeded"
+
+
+def test_failures_retry_with_backoff_then_die_with_the_reason(engine, cluster):
+    recovers = submit_many(engine, 1, delay_s=0, handler="fail_n", payload={"n": 1}, retry_base_seconds=0.1)[0]
+    dies = submit_many(engine, 1, delay_s=0, handler="fail_n", payload={"n": 5}, max_attempts=3,
+                       retry_base_seconds=0.1)[0]
+    cluster.start_scheduler("s1")
+    cluster.start_worker("w1")
+    wait_until(lambda: settled(engine, 2), what="both jobs to settle")
+    state = dict(rows(engine, "SELECT job_id, state FROM occurrences"))
+    assert state == {recovers: "succeeded", dies: "dead"}
+    reason = scalar(engine, "SELECT reason FROM occurrences WHERE job_id = :j", j=dies)
+    assert reason.startswith("failed after 3 of 3 attempts: RuntimeError: fail_n")
+    tokens = [r.token for r in rows(engine, "SELECT a.token FROM attempts a JOIN occurrences o"
+                                            " ON o.id = a.occurrence_id WHERE o.job_id = :j ORDER BY a.attempt",
+                                    j=dies)]
+    assert len(tokens) == 3 and tokens == sorted(tokens)
+
+
+def test_status_reports_processes_and_their_skew(engine, cluster):
+    cluster.start_scheduler("s1", env={"D2KIT_CLOCK_OFFSET_SECONDS": "30"})
+    cluster.start_worker("w1", lease=3, env={"D2KIT_CLOCK_OFFSET_SECONDS": "-30"})
+    wait_until(lambda: scalar(engine, "SELECT count(*) FROM processes WHERE skew_ms IS NOT NULL") == 2,
+               what="both processes to report skew")
+    skew = dict(rows(engine, "SELECT id, skew_ms FROM processes"))
+    assert 29_000 < skew["s1"] < 31_000
+    assert -31_000 < skew["w1"] < -29_000

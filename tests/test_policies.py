@@ -1,0 +1,209 @@
+"""Catch-up after a (simulated) 2-hour outage, overlap policies, tenant caps and fairness, admission rate.
+
+"Simulated" means the database is put in exactly the state two hours of downtime leaves -- the job's cursor
+two hours behind the database clock -- and then the real materialiser runs. Nothing mocks time.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from helpers import rows, scalar, wait_until
+from sqlalchemy import text
+
+from reference_impl import jobs, materializer, tenants
+from reference_impl.cluster import LocalCluster
+from reference_impl.policies import MISFIRE_THRESHOLD
+
+
+def cron_job(conn, tenant: str = "t", **spec) -> int:
+    tenants.ensure_tenant(conn, tenant)
+    return jobs.submit(conn, tenant, jobs.JobSpec(**{"name": "j", "handler": "noop", "cron": "* * * * *",
+                                                    **spec}))[0]["id"]
+
+
+def simulate_outage(conn, job_id: int, hours: float) -> None:
+    """Leave the job exactly as an outage of ``hours`` would: its cursor that far behind the database clock."""
+    conn.execute(text("UPDATE jobs SET materialized_through = now() - make_interval(secs => :s),"
+                      " next_fire_at = now() - make_interval(secs => :s) WHERE id = :id"),
+                 {"s": hours * 3600, "id": job_id})
+
+
+def outcome(engine, job_id: int) -> dict[str, int]:
+    return dict(rows(engine, "SELECT coalesce(reason, state), count(*) FROM occurrences WHERE job_id = :j"
+                             " GROUP BY 1", j=job_id))
+
+
+def materialise_all(engine) -> None:
+    while True:
+        with engine.begin() as conn:
+            if not materializer.materialise_due(conn):
+                return
+
+
+@pytest.fixture
+def two_hours_down(engine):
+    """Three per-minute jobs, one per misfire policy, whose schedulers were down for two hours."""
+    with engine.begin() as conn:
+        ids = {policy: cron_job(conn, name=policy, misfire_policy=policy, max_catchup=100)
+               for policy in ("skip", "run_once", "run_all")}
+        for job_id in ids.values():
+            simulate_outage(conn, job_id, hours=2)
+    materialise_all(engine)
+    return ids
+
+
+def missed_count(engine, job_id: int) -> int:
+    return scalar(engine, "SELECT count(*) FROM occurrences WHERE job_id = :j AND fire_at < now() - :t",
+                  j=job_id, t=MISFIRE_THRESHOLD)
+
+
+def test_skip_runs_nothing_missed_and_records_every_miss(engine, two_hours_down):
+    job = two_hours_down["skip"]
+    got = outcome(engine, job)
+    assert got.get("ready", 0) <= 1  # at most the current, not-yet-missed minute
+    assert got["misfire:skip"] == missed_count(engine, job) >= 119
+
+
+def test_run_once_runs_only_the_most_recent_miss(engine, two_hours_down):
+    job = two_hours_down["run_once"]
+    ready = rows(engine, "SELECT fire_at FROM occurrences WHERE job_id = :j AND state = 'ready'"
+                         " AND fire_at < now() - :t", j=job, t=MISFIRE_THRESHOLD)
+    latest_missed = scalar(engine, "SELECT max(fire_at) FROM occurrences WHERE job_id = :j AND fire_at < now() - :t",
+                           j=job, t=MISFIRE_THRESHOLD)
+    assert [r.fire_at for r in ready] == [latest_missed]
+    assert outcome(engine, job)["misfire:superseded"] == missed_count(engine, job) - 1
+
+
+def test_run_all_runs_the_newest_max_catchup_and_records_the_rest(engine, two_hours_down):
+    job = two_hours_down["run_all"]
+    missed = missed_count(engine, job)
+    runnable = scalar(engine, "SELECT count(*) FROM occurrences WHERE job_id = :j AND state = 'ready'"
+                              " AND fire_at < now() - :t", j=job, t=MISFIRE_THRESHOLD)
+    assert runnable == 100
+    assert outcome(engine, job)["misfire:over_max_catchup"] == missed - 100
+    oldest_run = scalar(engine, "SELECT min(fire_at) FROM occurrences WHERE job_id = :j AND state = 'ready'", j=job)
+    newest_skipped = scalar(engine, "SELECT max(fire_at) FROM occurrences WHERE job_id = :j AND state = 'skipped'",
+                            j=job)
+    assert newest_skipped < oldest_run
+
+
+def test_catchup_window_bounds_every_policy(engine):
+    with engine.begin() as conn:
+        job = cron_job(conn, misfire_policy="run_all", catchup_window_seconds=3600)
+        simulate_outage(conn, job, hours=2)
+    materialise_all(engine)
+    outside = scalar(engine, "SELECT max(fire_at) FROM occurrences WHERE job_id = :j"
+                             " AND reason = 'outside_catchup_window'", j=job)
+    assert outside is not None and outside < scalar(engine, "SELECT now() - interval '1 hour'")
+    assert 59 <= outcome(engine, job)["outside_catchup_window"] <= 61
+    assert 59 <= outcome(engine, job)["ready"] <= 61
+
+
+def test_every_missed_fire_time_has_a_row(engine, two_hours_down):
+    for job in two_hours_down.values():
+        fire_times = [r.fire_at for r in rows(engine, "SELECT fire_at FROM occurrences WHERE job_id = :j"
+                                                      " ORDER BY fire_at", j=job)]
+        gaps = {b - a for a, b in zip(fire_times, fire_times[1:], strict=False)}
+        assert gaps == {timedelta(minutes=1)}  # no minute of the outage is missing
+        assert len(fire_times) >= 120
+
+
+@pytest.mark.parametrize("policy", ["allow", "skip", "buffer_one", "buffer_all"])
+def test_overlap_policies_when_the_previous_run_is_unfinished(engine, policy):
+    with engine.begin() as conn:
+        job = cron_job(conn, overlap_policy=policy, misfire_policy="run_all")
+        simulate_outage(conn, job, hours=0.06)  # several minutes arrive while the first is still unfinished
+    materialise_all(engine)
+    got = outcome(engine, job)
+    n = sum(got.values())
+    expected = {
+        "allow": {"ready": n},
+        "skip": {"ready": 1, "overlap:skip": n - 1},
+        "buffer_one": {"ready": 1, "waiting": 1, "overlap:buffer_full": n - 2},
+        "buffer_all": {"ready": 1, "waiting": n - 1},
+    }[policy]
+    assert n >= 3
+    assert got == {k: v for k, v in expected.items() if v}
+
+
+def test_cancel_other_cancels_the_running_attempt_cooperatively(engine, database_url, tmp_path):
+    with engine.begin() as conn:
+        job = cron_job(conn, handler="sleep", payload={"seconds": 60}, overlap_policy="cancel_other",
+                       misfire_policy="run_all", cron="* * * * * */2")
+    with LocalCluster(database_url, tmp_path / "logs") as cluster:
+        cluster.start_scheduler("s1")
+        cluster.start_worker("w1", lease=3)
+        wait_until(lambda: scalar(engine, "SELECT count(*) FROM attempts WHERE state = 'cancelled'") >= 2,
+                   timeout=60, what="two runs cancelled by their successors")
+    cancelled = rows(engine, "SELECT o.reason, a.state FROM occurrences o JOIN attempts a ON a.occurrence_id = o.id"
+                             " WHERE o.job_id = :j AND o.state = 'cancelled'", j=job)
+    assert cancelled and all(r.reason == "overlap:cancel_other" for r in cancelled)
+    assert {r.state for r in cancelled} <= {"cancelled"}
+
+
+def ready_backlog(conn, tenant: str, count: int, pool: str = "short", **spec) -> None:
+    job = cron_job(conn, tenant, name=f"{tenant}-backlog", pool=pool, **spec)
+    conn.execute(text(
+        "INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts)"
+        " SELECT :j, now() - make_interval(secs => g), :t, :p, 'ready', now() - make_interval(secs => g), 3"
+        " FROM generate_series(1, :n) g"), {"j": job, "t": tenant, "p": pool, "n": count})
+
+
+def claim(engine, n: int, pool: str = "short") -> dict[str, int]:
+    with engine.begin() as conn:
+        claimed = conn.execute(text("SELECT occurrence_id FROM d2_claim(:p, 'w', :n, 30)"), {"p": pool, "n": n}).all()
+        return dict(conn.execute(text("SELECT tenant_id, count(*) FROM occurrences WHERE id = ANY(:ids)"
+                                      " GROUP BY 1"), {"ids": [c.occurrence_id for c in claimed]}).all())
+
+
+def test_a_tenant_at_its_cap_gets_nothing_more_and_others_are_not_starved(engine):
+    with engine.begin() as conn:
+        tenants.create_tenant(conn, "noisy", max_running=4)
+        tenants.create_tenant(conn, "victim", max_running=10)
+        ready_backlog(conn, "noisy", 500)  # older than anything the victim has
+        ready_backlog(conn, "victim", 5)
+    assert claim(engine, 20) == {"noisy": 4, "victim": 5}
+    assert claim(engine, 20) == {}  # noisy is at its cap, victim has nothing left
+
+
+def test_claims_interleave_tenants_by_weight(engine):
+    with engine.begin() as conn:
+        tenants.create_tenant(conn, "gold", weight=3)
+        tenants.create_tenant(conn, "bronze", weight=1)
+        ready_backlog(conn, "gold", 100)
+        ready_backlog(conn, "bronze", 100)
+    assert claim(engine, 8) == {"gold": 6, "bronze": 2}
+
+
+def test_caps_are_per_pool(engine):
+    with engine.begin() as conn:
+        tenants.create_tenant(conn, "t", max_running=2)
+        ready_backlog(conn, "t", 10, pool="long")
+        ready_backlog(conn, "t", 10, pool="short")
+    assert claim(engine, 10, pool="long") == {"t": 2}
+    assert claim(engine, 10, pool="short") == {"t": 2}
+
+
+@pytest.mark.slow
+def test_admission_rate_holds_within_10_percent_across_workers(engine, database_url, tmp_path):
+    rate = 150
+    with engine.begin() as conn:
+        tenants.create_tenant(conn, "t", max_running=1000)
+        ready_backlog(conn, "t", 1200)
+        conn.execute(text("UPDATE pools SET admission_rate = :r, tokens = 0, refilled_at = clock_timestamp()"
+                          " WHERE name = 'short'"), {"r": rate})
+    with LocalCluster(database_url, tmp_path / "logs") as cluster:
+        for i in range(3):
+            cluster.start_worker(f"w{i}", concurrency=64)
+        wait_until(lambda: scalar(engine, "SELECT count(*) FROM attempts") >= 1200, timeout=120,
+                   what="the backlog to drain")
+    first, last, count = rows(engine, "SELECT min(dispatched_at), max(dispatched_at), count(*) FROM attempts")[0]
+    measured = (count - 1) / (last - first).total_seconds()
+    assert abs(measured - rate) / rate <= 0.10, f"measured {measured:.1f}/s against {rate}/s"
+    # and no one-second window (database clock) ran over the rate plus the bucket's 100 ms burst
+    worst = scalar(engine, "SELECT max(n) FROM (SELECT count(*) OVER (ORDER BY dispatched_at RANGE BETWEEN"
+                           " CURRENT ROW AND interval '1 second' FOLLOWING) AS n FROM attempts) w")
+    assert worst <= rate * 1.1 + rate * 0.1
+    assert len({r.worker_id for r in rows(engine, "SELECT DISTINCT worker_id FROM attempts")}) == 3
