@@ -66,27 +66,26 @@ def with_database(url: str, dbname: str) -> str:
     )
 
 
-def create_scratch_database(url: str, prefix: str = "d2") -> str:
-    """Create a fresh database on the same server (drills and tests each get their own); return its URL."""
-    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+def _run_outside_transaction(url: str, statement: str) -> None:
+    """CREATE/DROP DATABASE cannot run inside a transaction block."""
     admin = create_engine(sqlalchemy_url(url), isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
+            conn.execute(text(statement))
     finally:
         admin.dispose()
+
+
+def create_scratch_database(url: str, prefix: str = "d2") -> str:
+    """Create a fresh database on the same server (drills and tests each get their own); return its URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    _run_outside_transaction(url, f'CREATE DATABASE "{name}"')
     return with_database(url, name)
 
 
 def drop_database(url: str) -> None:
     name = make_url(sqlalchemy_url(url)).database
-    admin_url = with_database(url, "postgres")
-    admin = create_engine(sqlalchemy_url(admin_url), isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        admin.dispose()
+    _run_outside_transaction(with_database(url, "postgres"), f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def redact(url: str) -> str:
