@@ -1,0 +1,148 @@
+"""mkdocs glue, loaded twice by mkdocs.yml: as the mkdocs-macros module (``define_env``) and as a hook
+file (``on_files``). Pages opt in to macros with ``render_macros: true``; every templated page renders
+through ``design_doc`` so the site and ``render_reference_design()`` share one rendering path.
+
+``on_files`` adds two kinds of virtual files that live outside ``docs/``:
+  * ``diagrams/*`` -- the Excalidraw exports in designs/d2/diagrams (one copy in the repo, not two);
+  * ``code/<path>.md`` -- a page per linked source file with numbered, anchored lines, so the design's
+    links to the code work offline without a repository host.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from mkdocs.structure.files import File, Files
+
+from reference_impl import design_doc
+from reference_impl.design_doc import DIAGRAM_DIR, DRILLS_BY_NAME, REPO_ROOT
+
+log = logging.getLogger("mkdocs.plugins.d2kit")
+
+# The files the design links to, with what a reader finds there. Drill modules are added by glob.
+CODE_FILES = {
+    "reference_impl/sql/schema.sql": "Every table, key and index, and the state machines as data.",
+    "reference_impl/sql/operations.sql": "Every state change: materialise, claim, heartbeat, complete, reap, "
+                                         "cancel, and the fenced ledger write.",
+    "reference_impl/scheduler.py": "A scheduler replica: materialiser + reaper in one loop, no leader.",
+    "reference_impl/materializer.py": "Due fire times become occurrence rows (SKIP LOCKED + unique key).",
+    "reference_impl/reaper.py": "Expired leases (database clock) become lost attempts and retries.",
+    "reference_impl/worker.py": "Claim in batches, run handlers, heartbeat, complete -- fenced.",
+    "reference_impl/lease.py": "When a worker stops trusting its lease, by its own monotonic clock.",
+    "reference_impl/policies.py": "Misfire (catch-up) and overlap policies.",
+    "reference_impl/schedule.py": "Cron in an IANA time zone with explicit DST policies.",
+    "reference_impl/handlers.py": "The demo job handlers, including the one whose writes are fenced.",
+    "reference_impl/jobs.py": "Job submission: validation and the idempotent insert.",
+    "reference_impl/capacity.py": "The arithmetic behind every number in the design.",
+}
+
+
+def _code_files() -> dict[str, str]:
+    files = dict(CODE_FILES)
+    for module in sorted((REPO_ROOT / "reference_impl" / "drills").glob("*.py")):
+        if module.name != "__init__.py":
+            files[str(module.relative_to(REPO_ROOT))] = "A failure drill."
+    return files
+
+
+def _fence_for(source: str) -> str:
+    """A backtick fence longer than any backtick run inside the file."""
+    longest = max((len(run) for run in re.findall(r"`+", source)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _code_page(path: str, description: str) -> str:
+    header = f"# `{path}`\n\n{description}\n\n"
+    source_path = REPO_ROOT / path
+    if not source_path.exists():
+        log.info("code page for %s: the file is not in this checkout yet", path)
+        return header + '!!! warning "Not in this checkout yet"\n\n    This file has not been written yet.\n'
+    language = {".py": "python", ".sql": "sql"}.get(source_path.suffix, "text")
+    fence = _fence_for(source_path.read_text(encoding="utf-8"))
+    parts = [header]
+    for section in design_doc.code_sections(path):
+        if section.name:
+            parts.append(f"## `{section.name}` {{ #{section.anchor} }}\n")
+        body = "\n".join(section.lines).rstrip("\n")
+        parts.append(f'{fence}{language} linenums="{section.first_line}"\n{body}\n{fence}\n')
+    return "\n".join(parts)
+
+
+def _code_index(files: dict[str, str]) -> str:
+    rows = "\n".join(f"| [`{path}`](/code/{path}.md) | {text} |" for path, text in files.items())
+    return ("# The code\n\nThe reference implementation the design describes. Every link in the design "
+            "lands on a numbered line here.\n\n| File | What it holds |\n|---|---|\n" + rows + "\n")
+
+
+def on_files(files: Files, config) -> Files:
+    for export in sorted(DIAGRAM_DIR.glob("*.svg")) + sorted(DIAGRAM_DIR.glob("*.png")):
+        files.append(File.generated(config, f"diagrams/{export.name}", abs_src_path=str(export)))
+    code_files = _code_files()
+    files.append(File.generated(config, "code/index.md", content=_code_index(code_files)))
+    for path, description in code_files.items():
+        files.append(File.generated(config, f"code/{path}.md", content=_code_page(path, description)))
+    return files
+
+
+# --- mkdocs-macros --------------------------------------------------------------------------------------
+
+def _rewrite_relative_links(markdown: str, prefix: str) -> str:
+    """Links inside an embedded report are relative to its folder; make them relative to the drill page."""
+    def fix(match: re.Match[str]) -> str:
+        target = match.group(2)
+        if re.match(r"^(?:[a-z]+:|/|#)", target):
+            return match.group(0)
+        return f"{match.group(1)}({prefix}{target})"
+    return re.sub(r"(!?\[[^\]]*\])\(([^)\s]+)\)", fix, markdown)
+
+
+def _demote_headings(markdown: str, levels: int) -> str:
+    return re.sub(r"^(#{1,6})(\s)", lambda m: "#" * min(6, len(m.group(1)) + levels) + m.group(2),
+                  markdown, flags=re.MULTILINE)
+
+
+def drill_report(name: str) -> str:
+    """The last report of a drill, with its timeline, or how to produce one."""
+    drill = DRILLS_BY_NAME[name]
+    report = design_doc.read_drill_report(name)
+    if report is None:
+        return ('!!! note "No report yet"\n\n'
+                f"    Run `d2kit drill run {drill.name}` (or `make demo` for all drills) to produce the "
+                f"report; it is published to `docs/drills/reports/{drill.name}/` and appears here.\n")
+    parts = []
+    status = ", ".join(x for x in (report.verdict, report.finished_at) if x)
+    if status:
+        parts.append(f"**Last run:** {status}\n")
+    prefix = f"reports/{name}/"
+    body = report.markdown or ""
+    if report.has_timeline and "timeline.svg" not in body:
+        parts.append(f'<figure markdown="span">\n  ![Timeline of the last run]({prefix}timeline.svg)\n'
+                     f"  <figcaption>Timeline of the last run of <code>{name}</code></figcaption>\n</figure>\n")
+    if body:
+        parts.append(_demote_headings(_rewrite_relative_links(body, prefix), 2))
+    if (design_doc.DRILL_REPORTS / name / "report.json").exists():
+        parts.append(f"[Raw report (JSON)]({prefix}report.json)\n")
+    return "\n".join(parts)
+
+
+def rubric() -> str:
+    try:
+        from reference_impl.scoring.rubric import render_rubric_markdown
+    except ImportError:
+        return ('!!! warning "Rubric not available"\n\n    `reference_impl.scoring.rubric` is not in this '
+                "checkout, so the rubric cannot be rendered from `rubric/*.yaml`.\n")
+    # The rubric's own top-level title would duplicate the page's.
+    return re.sub(r"\A# [^\n]*\n", "", render_rubric_markdown())
+
+
+def define_env(env) -> None:
+    links = design_doc.Links(site=True)
+    env.macro(lambda: design_doc.render_reference_design(site=True), "reference_design")
+    env.macro(lambda: design_doc.render_answer_key(site=True), "answer_key")
+    env.macro(lambda template: design_doc.render(template, site=True), "design_page")
+    env.macro(links.code, "code")
+    env.macro(links.drill, "drill")
+    env.macro(links.diagram, "diagram")
+    env.macro(drill_report, "drill_report")
+    env.macro(rubric, "rubric")
