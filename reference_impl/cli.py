@@ -230,6 +230,10 @@ from reference_impl.diagrams import app as diagram_app  # noqa: E402
 app.add_typer(diagram_app, name="diagram")
 
 
+from reference_impl.scoring.cli import register as register_scoring  # noqa: E402
+register_scoring(app)
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 

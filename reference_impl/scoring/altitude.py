@@ -35,6 +35,9 @@ def sections_present(doc: Document) -> Finding:
             result.missing.append(f"section {number} is missing")
             continue
         words = _substance(section)
+        if words == 0:
+            result.missing.append(f"section {number} ({section.title}) is empty")
+            continue
         result.evidence.append(Evidence(section.heading_line, f"§{number} {section.title}: {words} words"))
         if words >= SUBSTANTIAL_WORDS:
             result.fraction += 1 / 9

@@ -9,7 +9,7 @@ a fragment, a part earns half (see evidence.credit).
 from __future__ import annotations
 
 from reference_impl.scoring.arithmetic import quantities, stated_quantities
-from reference_impl.scoring.document import Document
+from reference_impl.scoring.document import Document, Unit
 from reference_impl.scoring.evidence import (
     LIST_CREDIT,
     Evidence,
@@ -113,6 +113,11 @@ ONE_CLOCK = pattern(r"(database|\bdb|postgres|server)'?s? (own )?(clock|now\(\)|
 SKEW = pattern(r"clock skew", r"\bskew", r"\bntp\b", r"\bdrift", r"wall[- ]clock", r"clocks? (disagree|differ)")
 
 
+def _deep_dive_first(doc: Document) -> list[Unit]:
+    """All units, the deep dive and failure sections first: where a mechanism is explained, not just named."""
+    return doc.section_units(6) + doc.section_units(7) + [u for u in doc.content_units() if u.section not in (6, 7)]
+
+
 def clarifications(doc: Document) -> Finding:
     units = doc.content_units()
     scale_units = doc.section_units(1) + doc.section_units(2) or units
@@ -150,7 +155,7 @@ def delivery_semantics(doc: Document) -> Finding:
 
 
 def lease_fencing(doc: Document) -> Finding:
-    units = doc.content_units()
+    units = _deep_dive_first(doc)
     return combine([
         (3 / 8, component(units, LEASE, "no worker lease or heartbeat that expires", also=LIVENESS)),
         (2 / 8, component(units, FENCING, "no fencing token per attempt")),
@@ -160,7 +165,7 @@ def lease_fencing(doc: Document) -> Finding:
 
 
 def replica_double_fire(doc: Document) -> Finding:
-    units = doc.content_units()
+    units = _deep_dive_first(doc)
     return combine([
         (0.6, component(units, DOUBLE_FIRE_MECHANISM,
                         "no mechanism (unique (job, fire time), claim CAS, leader lease) stops a double fire")),
@@ -172,7 +177,7 @@ def replica_double_fire(doc: Document) -> Finding:
 
 
 def catch_up(doc: Document) -> Finding:
-    units = doc.content_units()
+    units = _deep_dive_first(doc)
     return combine([
         (1 / 3, component(units, CATCH_UP, "nothing says what happens to fire times missed during downtime")),
         (1 / 2, component(units, CATCH_UP, "catch-up is not exposed as a per-job policy", also=PER_JOB_POLICY)),
@@ -212,7 +217,7 @@ def storage_limits(doc: Document) -> Finding:
 
 
 def clocks(doc: Document) -> Finding:
-    units = doc.content_units()
+    units = _deep_dive_first(doc)
     return combine([
         (0.75, component(units, ONE_CLOCK, "leases and due times are not decided by one clock")),
         (0.25, component(units, SKEW, "clock skew between nodes is not acknowledged")),

@@ -180,7 +180,7 @@ def _remove_comments(lines: list[str]) -> list[str]:
 
 
 def _section_number(title: str) -> int | None:
-    numbered = NUMBERED_TITLE.match(strip_markup(title))
+    numbered = NUMBERED_TITLE.match(re.sub(r"[*_`]", "", title).strip())  # not strip_markup: "1." is no bullet
     if numbered and 1 <= int(numbered.group(1)) <= 9:
         return int(numbered.group(1))
     # Most specific first: "Deep dive: the two hardest components" is section 6, not 5.

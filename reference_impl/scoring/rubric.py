@@ -109,6 +109,7 @@ class ProcessRubric:
 class DesignRubric:
     round_id: str
     round_title: str
+    design_name: str
     minutes: int
     prompt: str
     produce: tuple[str, ...]
@@ -147,6 +148,7 @@ def load_design_rubric() -> DesignRubric:
     return DesignRubric(
         round_id=round_["id"],
         round_title=round_["title"],
+        design_name=round_["design_name"],
         minutes=round_["minutes"],
         prompt=round_["prompt"].strip(),
         produce=tuple(round_["produce"]),

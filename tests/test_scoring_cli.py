@@ -1,0 +1,102 @@
+"""``d2kit score``, ``history`` and ``--self`` through the command line, with history in a temporary home."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from reference_impl.scoring.cli import register
+from reference_impl.scoring.rubric import RUBRIC_DIR
+
+STRONG = RUBRIC_DIR / "calibration" / "strong.md"
+runner = CliRunner()
+
+
+@pytest.fixture
+def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> typer.Typer:
+    monkeypatch.setenv("D2KIT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("COLUMNS", "160")
+    app = typer.Typer()
+    register(app)
+    return app
+
+
+def _history(tmp_path: Path) -> list[dict]:
+    return [json.loads(line) for line in (tmp_path / "home" / "history.jsonl").read_text().splitlines()]
+
+
+def test_main_app_has_the_rubric_commands():
+    from reference_impl.cli import app as main_app
+
+    for command in ("score", "practice", "history"):
+        result = runner.invoke(main_app, [command, "--help"])
+        assert result.exit_code == 0, result.output
+
+
+def test_score_json_has_evidence_for_every_point(app: typer.Typer, tmp_path: Path):
+    result = runner.invoke(app, ["score", str(STRONG), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert 80 <= report["total"] <= 94 and report["max_total"] == 100
+    assert "first pass" in report["notice"] and "authority" in report["notice"]
+    for criterion in report["criteria"]:
+        for check in criterion["checks"]:
+            assert check["points"] == 0 or check["evidence"], check["id"]
+            assert check["points"] == check["max_points"] or check["missing"], check["id"]
+    assert [f["number"] for f in report["follow_ups"]] == list(range(1, 8))
+    assert _history(tmp_path)[0]["mode"] == "score"
+
+
+def test_score_markdown_and_rich(app: typer.Typer):
+    markdown = runner.invoke(app, ["score", str(STRONG), "--md", "--no-record"])
+    assert markdown.exit_code == 0 and markdown.output.startswith("# Score:")
+    assert "## Hidden follow-ups" in markdown.output and "L57:" in markdown.output
+    table = runner.invoke(app, ["score", str(STRONG), "--no-record"])
+    assert table.exit_code == 0
+    assert "First pass, not the verdict" in table.output and "Total: 87.8 / 100" in table.output
+
+
+def test_score_checks_the_diagram_without_judging_it(app: typer.Typer, tmp_path: Path):
+    fake = tmp_path / "attempt-d2.png"
+    fake.write_text("not a png")
+    result = runner.invoke(app, ["score", str(STRONG), "--diagram", str(fake), "--json", "--no-record"])
+    diagram = json.loads(result.output)["diagram"]
+    assert diagram["ok"] is False and diagram["verdict"] == "not a PNG file"
+    assert "not judged" in diagram["note"]
+
+
+def test_self_score_records_both_and_compares(app: typer.Typer, tmp_path: Path):
+    answers = "31\n30\n20\n18\n10\n8\n9\n"  # 31 is out of range and asked again
+    result = runner.invoke(app, ["score", "--self", str(STRONG)], input=answers)
+    assert result.exit_code == 0, result.output
+    assert "Between 0 and 30" in result.output and "You vs the tool" in result.output
+    assert "answer key" in result.output
+    entry = _history(tmp_path)[0]
+    assert entry["mode"] == "self"
+    assert entry["self_scores"] == {"hard_parts": 30, "failure_legs": 20, "arithmetic": 18,
+                                    "rejected_alternatives": 10, "altitude": 8}
+    assert entry["total"] == 87.8
+
+
+def test_self_score_is_interactive_only(app: typer.Typer):
+    result = runner.invoke(app, ["score", "--self", "--json", str(STRONG)])
+    assert result.exit_code != 0
+
+
+def test_history_lists_attempts_and_plots_progress(app: typer.Typer, tmp_path: Path):
+    assert "No scored attempts yet" in runner.invoke(app, ["history"]).output
+    weak = RUBRIC_DIR / "calibration" / "weak-it-retries.md"
+    for attempt in (weak, STRONG):
+        assert runner.invoke(app, ["score", str(attempt), "--json"]).exit_code == 0
+    plot = tmp_path / "progress.png"
+    result = runner.invoke(app, ["history", "--plot", str(plot)])
+    assert result.exit_code == 0, result.output
+    assert "weak-it-retries.md" in result.output and "87.8" in result.output
+    assert plot.read_bytes().startswith(b"\x89PNG")
+    listed = json.loads(runner.invoke(app, ["history", "--json"]).output)
+    assert [r["total"] for r in listed] == [15.4, 87.8]
+    assert listed[1]["follow_ups_pre_empted"] == [1, 2, 5]

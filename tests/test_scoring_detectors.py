@@ -1,0 +1,155 @@
+"""The detectors reward substance, not words: each test pairs the real thing with its imitation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reference_impl.scoring.arithmetic import calculations, find_calculation
+from reference_impl.scoring.document import parse, split_items
+from reference_impl.scoring.failures import failure_items
+from reference_impl.scoring.practice import render_attempt_template
+from reference_impl.scoring.prose import is_name_drop, is_prose
+from reference_impl.scoring.rubric import load_design_rubric
+from reference_impl.scoring.scorer import score_text
+from reference_impl.scoring.tradeoffs import rejections
+
+
+def _check(text: str, check_id: str) -> float:
+    report = score_text(text)
+    return next(k.points for c in report.criteria for k in c.checks if k.id == check_id)
+
+
+def _section(number: int, body: str) -> str:
+    return f"## {number}. Section\n\n{body}\n"
+
+
+# -- arithmetic ---------------------------------------------------------------------------------------
+
+def test_a_derivation_counts_and_a_statement_does_not():
+    assert find_calculation("50k executions/minute is ~830/s, so at 200 jobs/s per worker that's 5 workers")
+    assert find_calculation("10M jobs × 1 KB = 10 GB of definitions")
+    assert find_calculation("Let's say 10M scheduled jobs, 50k executions/minute peak") is None
+    assert find_calculation("Jobs run from 100 ms to 6 hours") is None
+    assert find_calculation("The lease is 30 s and the heartbeat is 10 s") is None
+    assert find_calculation("At 09:00:00 the job fires") is None
+
+
+def test_a_checkable_calculation_that_is_wrong_is_not_counted():
+    doc = parse(_section(2, "Storage: 10M jobs × 1 KB = 500 GB.\n\nPeak: 50k/min ≈ 5k/s.\n\nOK: 50k/min ≈ 833/s."))
+    found = calculations(doc)
+    assert [c.checks_out for c in found] == [False, False, True]
+    assert _check(doc_text := _section(2, "Storage: 10M jobs × 1 KB = 500 GB."), "calculations") == 0
+    assert "does not check out" in " ".join(score_text(doc_text).criteria[2].checks[0].missing)
+
+
+def test_a_growth_factor_is_not_an_estimate_of_the_stores_limit():
+    vague = _section(8, "At 10x the database breaks first because of lock contention, so we partition it.")
+    numbered = _section(8, "The database breaks first at about 2,000 jobs/s because of lock contention, "
+                           "so we partition it.")
+    assert _check(vague, "storage_limits") < _check(numbered, "storage_limits") == 4
+
+
+# -- failures -----------------------------------------------------------------------------------------
+
+def test_it_retries_is_not_a_failure_analysis():
+    text = _section(7, "- Worker crashes: it retries.\n- Scheduler crashes: it restarts and retries.\n"
+                       "- Database down: retry with backoff.")
+    assert all(len(item.legs) <= 1 for item in failure_items(parse(text)))
+    assert _check(text, "failure_triads") == 0
+
+
+def test_naming_the_legs_is_not_having_them():
+    text = _section(7, "- Worker crash: Kubernetes handles detection, containment and recovery for us.\n"
+                       "- Scheduler crash: Detection: yes. Containment: yes. Recovery: yes.")
+    assert [len(item.legs) for item in failure_items(parse(text))] == [0, 0]
+
+
+COMPLETE_FAILURE = ("Detection: the reaper sees the lease expire 30 s after the last heartbeat. "
+                    "Containment: the attempt's fencing token is retired, so its writes are rejected. "
+                    "Recovery: the occurrence returns to ready and another worker claims it.")
+
+
+def test_three_legs_in_any_layout():
+    headings = _section(7, f"### Worker crashes\n\n{COMPLETE_FAILURE}")
+    bold_and_bullets = _section(7, "**Worker crashes**\n\n" + "\n".join(
+        f"- {leg}." for leg in COMPLETE_FAILURE.rstrip(".").split(". ")))
+    table = _section(7, "| Failure | Detection | Containment | Recovery |\n|---|---|---|---|\n"
+                        "| Worker crashes | lease expires after 30 s | fencing token retired, writes rejected "
+                        "| occurrence returns to ready |")
+    prose = _section(7, "**Worker crashes.** The reaper notices the expired lease, the stale fencing token is "
+                        "rejected by the store, and the occurrence is re-dispatched to another worker.")
+    for text in (headings, bold_and_bullets, table, prose):
+        items = failure_items(parse(text))
+        assert len(items) == 1 and items[0].complete, text
+
+
+def test_legs_must_be_in_the_same_failure():
+    scattered = _section(7, "- Worker crash: the reaper notices the expired lease after 30 seconds.\n"
+                            "- Scheduler crash: its transaction rolls back and the unique key rejects duplicates.\n"
+                            "- Database failure: a replica is promoted and everyone reconnects to it.")
+    assert not any(item.complete for item in failure_items(parse(scattered)))
+
+
+# -- rejected alternatives ----------------------------------------------------------------------------
+
+def test_a_rejection_needs_a_reason_and_a_list_of_names_earns_little():
+    names = parse(_section(9, "- Kafka\n- RabbitMQ\n- Redis\n- Cassandra\n- Airflow"))
+    reasoned = parse(_section(9, "- Kafka as the queue: rejected because a delayed job has no place in a log, "
+                                 "so we would still need a store of future fire times."))
+    assert rejections(names).fraction <= 2 / 15
+    assert rejections(reasoned).fraction == pytest.approx(1 / 3, abs=1e-3)
+
+
+# -- prose, altitude, gaming --------------------------------------------------------------------------
+
+def test_sentences_versus_lists_of_names():
+    assert is_prose("The reaper sees the lease expire and returns the occurrence to ready.")
+    assert not is_prose("fencing tokens, leases, heartbeats, idempotency keys, leader election")
+    assert is_name_drop("We use Kafka for the queue, Redis for locks, ZooKeeper for leader election and Cassandra.")
+    assert not is_name_drop("We store jobs in Postgres and claim them with SKIP LOCKED.")
+
+
+KEYWORDS = ("fencing token, lease, heartbeat, at-least-once, exactly-once, idempotency key, unique (job_id, fire_at), "
+            "leader election, misfire policy, per-tenant cap, fair queuing, separate pools, SKIP LOCKED, clock skew, "
+            "monotonic clock, execution records, detection, containment, recovery, Kafka, rejected, 833/s")
+
+
+def test_a_keyword_stuffed_template_earns_little():
+    stuffed = "# Design\n\n" + "".join(
+        _section(n, "\n".join(f"- {k.strip()}" for k in KEYWORDS.split(","))) for n in range(1, 10))
+    assert score_text(stuffed).total < 25
+
+
+def test_the_empty_template_scores_nothing():
+    design = load_design_rubric()
+    assert score_text(render_attempt_template(design, 45, datetime(2024, 1, 1))).total == 0
+
+
+def test_class_hierarchies_are_too_low():
+    code = _section(4, "```python\nclass Job(BaseModel):\n    schedule: str\n\nclass CronJob(Job):\n    pass\n```")
+    assert _check(code, "not_too_low") == 0
+
+
+def test_items_split_by_bullets_when_there_are_no_headings():
+    doc = parse(_section(9, "Preamble that is not an item.\n\n- First\n  continued\n- Second"))
+    assert [item.title for item in split_items(doc.sections[9])] == ["First continued", "Second"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(
+    st.sampled_from(["## 7. Failure and recovery", "## 2. Scale", "- ", "| a | b |", "|---|---|", "```", "",
+                     "**Worker dies.** Detection: the lease expires.", "50k/min ≈ 833/s", "<!--", "-->", "### x"]),
+    st.text(max_size=40)), max_size=30))
+def test_any_text_scores_between_0_and_100_with_real_line_numbers(parts: list[str]):
+    text = "\n".join(parts)
+    report = score_text(text)
+    assert 0 <= report.total <= 100
+    line_count = len(text.splitlines())
+    for criterion in report.criteria:
+        assert 0 <= criterion.points <= criterion.max_points
+        for check in criterion.checks:
+            assert all(0 <= e.line <= line_count for e in check.evidence)
