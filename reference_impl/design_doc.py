@@ -145,8 +145,8 @@ class Links:
         # Light and dark variants (mkdocs-material shows one per palette); glightbox zooms either.
         return (
             '<figure markdown="span">\n'
-            f"  ![{caption}](/diagrams/{name}.svg#only-light)\n"
-            f"  ![{caption}](/diagrams/{name}.dark.svg#only-dark)\n"
+            f"  ![{caption}](/assets/diagrams/{name}.svg#only-light)\n"
+            f"  ![{caption}](/assets/diagrams/{name}.dark.svg#only-dark)\n"
             f"  <figcaption>{caption} — source: <code>designs/d2/diagrams/{name}.excalidraw</code></figcaption>\n"
             "</figure>"
         )

@@ -3,46 +3,45 @@ file (``on_files``). Pages opt in to macros with ``render_macros: true``; every 
 through ``design_doc`` so the site and ``render_reference_design()`` share one rendering path.
 
 ``on_files`` adds two kinds of virtual files that live outside ``docs/``:
-  * ``diagrams/*`` -- the Excalidraw exports in designs/d2/diagrams (one copy in the repo, not two);
+  * ``assets/diagrams/*`` -- the Excalidraw exports in designs/d2/diagrams (one copy in the repo, not two);
   * ``code/<path>.md`` -- a page per linked source file with numbered, anchored lines, so the design's
     links to the code work offline without a repository host.
 """
 
 from __future__ import annotations
 
-import logging
+import ast
 import re
+from pathlib import Path
 
 from mkdocs.structure.files import File, Files
 
 from reference_impl import design_doc
 from reference_impl.design_doc import DIAGRAM_DIR, DRILLS_BY_NAME, REPO_ROOT
 
-log = logging.getLogger("mkdocs.plugins.d2kit")
+CODE_ROOTS = ("reference_impl", "load")
 
-# The files the design links to, with what a reader finds there. Drill modules are added by glob.
-CODE_FILES = {
-    "reference_impl/sql/schema.sql": "Every table, key and index, and the state machines as data.",
-    "reference_impl/sql/operations.sql": "Every state change: materialise, claim, heartbeat, complete, reap, "
-                                         "cancel, and the fenced ledger write.",
-    "reference_impl/scheduler.py": "A scheduler replica: materialiser + reaper in one loop, no leader.",
-    "reference_impl/materializer.py": "Due fire times become occurrence rows (SKIP LOCKED + unique key).",
-    "reference_impl/reaper.py": "Expired leases (database clock) become lost attempts and retries.",
-    "reference_impl/worker.py": "Claim in batches, run handlers, heartbeat, complete -- fenced.",
-    "reference_impl/lease.py": "When a worker stops trusting its lease, by its own monotonic clock.",
-    "reference_impl/policies.py": "Misfire (catch-up) and overlap policies.",
-    "reference_impl/schedule.py": "Cron in an IANA time zone with explicit DST policies.",
-    "reference_impl/handlers.py": "The demo job handlers, including the one whose writes are fenced.",
-    "reference_impl/jobs.py": "Job submission: validation and the idempotent insert.",
-    "reference_impl/capacity.py": "The arithmetic behind every number in the design.",
-}
+
+def _summary(path: Path) -> str:
+    """First line of a module's docstring, or of a SQL file's leading comment."""
+    source = path.read_text(encoding="utf-8")
+    if path.suffix == ".sql":
+        first = next((line for line in source.splitlines() if line.startswith("--")), "")
+        return first.lstrip("- ").strip()
+    try:
+        docstring = ast.get_docstring(ast.parse(source)) or ""
+    except SyntaxError:  # a file mid-edit by someone else must not break the site
+        docstring = ""
+    return docstring.strip().split("\n")[0]
 
 
 def _code_files() -> dict[str, str]:
-    files = dict(CODE_FILES)
-    for module in sorted((REPO_ROOT / "reference_impl" / "drills").glob("*.py")):
-        if module.name != "__init__.py":
-            files[str(module.relative_to(REPO_ROOT))] = "A failure drill."
+    """Every source file of the implementation, so any link from the docs to the code resolves."""
+    files = {}
+    for root in CODE_ROOTS:
+        for path in sorted((REPO_ROOT / root).rglob("*")):
+            if path.suffix in (".py", ".sql") and path.name != "__init__.py" and "__pycache__" not in path.parts:
+                files[str(path.relative_to(REPO_ROOT))] = _summary(path)
     return files
 
 
@@ -55,29 +54,27 @@ def _fence_for(source: str) -> str:
 def _code_page(path: str, description: str) -> str:
     header = f"# `{path}`\n\n{description}\n\n"
     source_path = REPO_ROOT / path
-    if not source_path.exists():
-        log.info("code page for %s: the file is not in this checkout yet", path)
-        return header + '!!! warning "Not in this checkout yet"\n\n    This file has not been written yet.\n'
     language = {".py": "python", ".sql": "sql"}.get(source_path.suffix, "text")
     fence = _fence_for(source_path.read_text(encoding="utf-8"))
     parts = [header]
     for section in design_doc.code_sections(path):
-        if section.name:
-            parts.append(f"## `{section.name}` {{ #{section.anchor} }}\n")
+        title = f"`{section.name}`" if section.name else "Top of the file"
+        parts.append(f"## {title} {{ #{section.anchor} }}\n")
         body = "\n".join(section.lines).rstrip("\n")
         parts.append(f'{fence}{language} linenums="{section.first_line}"\n{body}\n{fence}\n')
     return "\n".join(parts)
 
 
 def _code_index(files: dict[str, str]) -> str:
-    rows = "\n".join(f"| [`{path}`](/code/{path}.md) | {text} |" for path, text in files.items())
+    rows = [f"| [`{path}`](/code/{path}.md) | {summary.replace('|', '/')} |" for path, summary in files.items()]
     return ("# The code\n\nThe reference implementation the design describes. Every link in the design "
-            "lands on a numbered line here.\n\n| File | What it holds |\n|---|---|\n" + rows + "\n")
+            "lands on a section of one of these pages.\n\n| File | What it holds |\n|---|---|\n"
+            + "\n".join(rows) + "\n")
 
 
 def on_files(files: Files, config) -> Files:
     for export in sorted(DIAGRAM_DIR.glob("*.svg")) + sorted(DIAGRAM_DIR.glob("*.png")):
-        files.append(File.generated(config, f"diagrams/{export.name}", abs_src_path=str(export)))
+        files.append(File.generated(config, f"assets/diagrams/{export.name}", abs_src_path=str(export)))
     code_files = _code_files()
     files.append(File.generated(config, "code/index.md", content=_code_index(code_files)))
     for path, description in code_files.items():
@@ -126,6 +123,34 @@ def drill_report(name: str) -> str:
     return "\n".join(parts)
 
 
+def drill_run(name: str) -> str:
+    """How to run a drill, where its report goes, and its code."""
+    drill = DRILLS_BY_NAME[name]
+    module = f"reference_impl/drills/{name.replace('-', '_')}.py"
+    code = (design_doc.Links(site=True).code(module) if (REPO_ROOT / module).exists()
+            else f"`{module}` (not in this checkout yet)")
+    answers = (f"It answers [hidden follow-up {drill.follow_up}](../answer-key.md#fu{drill.follow_up}). "
+               if drill.follow_up else "")
+    return (f"{answers}It shows that {drill.proves}.\n\n"
+            "```bash\n"
+            f"d2kit drill run {name}           # full timings\n"
+            f"d2kit drill run {name} --quick   # short timings, as make demo runs it\n"
+            "```\n\n"
+            f"The report is published to `docs/drills/reports/{name}/` (report.md, report.json, timeline.svg) "
+            f"and shown at the bottom of this page. Code: {code}.\n")
+
+
+def drills_table() -> str:
+    """All drills with the follow-up each answers and its last verdict."""
+    rows = ["| Drill | Follow-up | What it shows | Last run |", "|---|---|---|---|"]
+    for drill in design_doc.DRILLS:
+        report = design_doc.read_drill_report(drill.name)
+        last = (report.verdict or "report present") if report else "not run yet"
+        follow_up = f"[{drill.follow_up}](../answer-key.md#fu{drill.follow_up})" if drill.follow_up else "—"
+        rows.append(f"| [`{drill.name}`]({drill.name}.md) | {follow_up} | {drill.proves} | {last} |")
+    return "\n".join(rows) + "\n"
+
+
 def rubric() -> str:
     try:
         from reference_impl.scoring.rubric import render_rubric_markdown
@@ -145,4 +170,6 @@ def define_env(env) -> None:
     env.macro(links.drill, "drill")
     env.macro(links.diagram, "diagram")
     env.macro(drill_report, "drill_report")
+    env.macro(drill_run, "drill_run")
+    env.macro(drills_table, "drills_table")
     env.macro(rubric, "rubric")
