@@ -129,6 +129,18 @@ def test_the_empty_template_scores_nothing():
     assert score_text(render_attempt_template(design, 45, datetime(2024, 1, 1))).total == 0
 
 
+def test_pasting_the_prompt_and_the_templates_hints_earns_little():
+    template = render_attempt_template(load_design_rubric(), 45, datetime(2024, 1, 1))
+    assert score_text(template.replace("<!--", "").replace("-->", "")).total < 20
+
+
+def test_a_question_is_not_an_answer():
+    asked = _section(1, "Delivery semantics: at-least-once or at-most-once? Do we need a fencing token on writes?")
+    answered = _section(1, "We deliver at-least-once, and every write carries a fencing token the store checks.")
+    assert _check(asked, "delivery_semantics") == 0 and _check(asked, "lease_fencing") == 0
+    assert _check(answered, "delivery_semantics") > 0 and _check(answered, "lease_fencing") > 0
+
+
 def test_class_hierarchies_are_too_low():
     code = _section(4, "```python\nclass Job(BaseModel):\n    schedule: str\n\nclass CronJob(Job):\n    pass\n```")
     assert _check(code, "not_too_low") == 0

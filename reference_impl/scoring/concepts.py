@@ -78,8 +78,8 @@ PACING = pattern(r"rate[- ]limit", r"\bpac(e|ed|ing)\b", r"admission", r"token b
 
 TENANT_CAPS = pattern(r"(per[- ]tenant|tenant).{0,40}\b(cap|limit|quota|max)", r"concurrency (cap|limit)",
                       r"\bquotas?\b", r"max_running")
-FAIR_QUEUING = pattern(r"fair (queu|shar|schedul)", r"\bweighted\b", r"round[- ]robin", r"\bdrr\b", r"deficit",
-                       r"fair(ly)? between tenants")
+FAIR_QUEUING = pattern(r"fair[- ]?(queu|shar|schedul)", r"\bweighted\b", r"(shares?|claims?)\b.{0,30}\bby weight",
+                       r"round[- ]robin", r"\bdrr\b", r"deficit", r"fair(ly)? between tenants")
 DURATION_POOLS = pattern(r"(separate|dedicated|own) (worker )?pools?", r"pools? (by|for) (expected )?duration",
                          r"long[- ]running (pool|queue|workers)", r"(short|long) pool", r"\bbulkhead",
                          r"pools? of workers for")

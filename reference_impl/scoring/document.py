@@ -91,6 +91,14 @@ class Unit:
                 return line
         return self.lines[-1]
 
+    def statements(self) -> list[tuple[int, str]]:
+        """(offset, sentence) for the sentences of ``text`` that are not questions: asking is not answering."""
+        return [(start, sentence) for start, sentence in sentences(self.text) if not is_question(sentence)]
+
+    @property
+    def statement_text(self) -> str:
+        return " ".join(sentence for _, sentence in self.statements())
+
     def sentence_at(self, offset: int) -> str:
         """The sentence of ``text`` around character ``offset``, with the next ones if it is only a label."""
         parts = sentences(self.text)
@@ -139,6 +147,10 @@ class Document:
     def section_units(self, number: int) -> list[Unit]:
         section = self.sections.get(number)
         return section.units if section else []
+
+
+def is_question(sentence: str) -> bool:
+    return sentence.rstrip(" \"'”)*_").endswith("?")
 
 
 def sentences(text: str) -> list[tuple[int, str]]:

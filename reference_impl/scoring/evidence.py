@@ -20,8 +20,12 @@ class Evidence:
     @classmethod
     def of(cls, unit: Unit, pattern: re.Pattern[str] | None = None) -> Evidence:
         """The sentence of ``unit`` where ``pattern`` matches, at the line where it matches."""
-        match = pattern.search(unit.text) if pattern else None
-        offset = match.start() if match else 0
+        offset = 0
+        for start, sentence in unit.statements() if pattern else []:
+            match = pattern.search(sentence)
+            if match:
+                offset = start + match.start()
+                break
         return cls.quote(unit.line_at(offset).number, unit.sentence_at(offset))
 
     @classmethod
@@ -50,9 +54,10 @@ def best_match(
     """The unit that matches ``pattern`` (and ``also``, if given) with the most credit, first wins ties."""
     best: tuple[Unit, float] | None = None
     for unit in units:
-        if unit.kind == "heading" or not pattern.search(unit.text):
+        text = unit.statement_text
+        if unit.kind == "heading" or not pattern.search(text):
             continue
-        if also is not None and not also.search(unit.text):
+        if also is not None and not also.search(text):
             continue
         weight = credit(unit)
         if best is None or weight > best[1]:

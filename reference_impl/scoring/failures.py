@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from reference_impl.scoring.document import Document, Item, Unit, sentences, split_items
+from reference_impl.scoring.document import Document, Item, Unit, is_question, sentences, split_items
 from reference_impl.scoring.evidence import Evidence, Finding, pattern
 from reference_impl.scoring.prose import word_count
 
@@ -106,7 +106,7 @@ def _legs_in_unit(unit: Unit, found: dict[str, Evidence]) -> None:
                 found.setdefault(_leg_of(label.group(1)), Evidence.of(unit, re.compile(re.escape(label.group(1)))))
             continue
         for _, sentence in sentences(segment):
-            if word_count(sentence) < MIN_SENTENCE_WORDS:
+            if word_count(sentence) < MIN_SENTENCE_WORDS or is_question(sentence):
                 continue
             for leg, leg_pattern in LEGS.items():
                 if leg not in found and leg_pattern.search(sentence):

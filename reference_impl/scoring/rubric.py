@@ -224,6 +224,11 @@ def _credit_table(rows: list[tuple[str, Credit]], first_header: str) -> list[str
     return out
 
 
+def _credit_list(credit: Credit) -> list[str]:
+    return [f"- **Full credit:** {_cell(credit.full)}", f"- **Partial credit:** {_cell(credit.partial)}",
+            f"- **No credit:** {_cell(credit.none)}"]
+
+
 def _indent(lines: list[str]) -> list[str]:
     return [("    " + line) if line else "" for line in lines]
 
@@ -253,7 +258,7 @@ def _render_design(design: DesignRubric) -> list[str]:
     for c in design.criteria:
         out += [f"### {c.rank}. {c.title} — {_points(c.points)} points {{ #{c.id.replace('_', '-')} }}", ""]
         out += [_cell(c.measures), ""]
-        out += _credit_table([("Whole criterion", c.credit)], "")
+        out += _credit_list(c.credit)
         out += ["", "| Check | Points | Full credit | Partial credit | No credit |", "|---|---|---|---|---|"]
         for k in c.checks:
             out.append(f"| {_cell(k.title)} | {_points(k.points)} | {_cell(k.credit.full)} | "
@@ -277,7 +282,7 @@ def _render_design(design: DesignRubric) -> list[str]:
         body += [f"**{f.number}. {f.topic}** ({_points(f.points)} points, counted in "
                  f"*{design.criterion(f.credited_in).title}*)", "", f"> {_cell(f.question)}", "",
                  _cell(f.probe), ""]
-        body += _credit_table([("Pre-empted?", f.credit)], "")
+        body += _credit_list(f.credit)
         body.append("")
     out += _indent(body)
     out += ['!!! info "What the automatic scorer can and cannot see"', "", f"    {_cell(design.scorer_limits)}", ""]
