@@ -44,11 +44,12 @@ def test_excellent_design_reaches_90():
 
 
 @pytest.mark.parametrize("name", sorted(ATTEMPTS))
-def test_evidence_quotes_the_line_it_names(name: str):
+def test_every_point_has_evidence_quoting_the_line_it_names(name: str):
     lines = (CALIBRATION / name).read_text(encoding="utf-8").splitlines()
     report = score_file(CALIBRATION / name)
     for criterion in report.criteria:
         for check in criterion.checks:
+            assert check.points == 0 or check.evidence, f"{check.id}: points without evidence"
             for evidence in check.evidence:
                 if evidence.line == 0:  # a whole-document measure
                     continue
