@@ -133,8 +133,11 @@ def triads(doc: Document) -> Finding:
     two_legged = [i for i in items if len(i.legs) == 2]
     fraction = min(ITEMS_FOR_FULL, len(complete)) / ITEMS_FOR_FULL
     fraction += min(TWO_LEG_CAP, TWO_LEG_SHARE * len(two_legged))
-    evidence = [Evidence(ev.line, f"[{i.title}] {ev.text if LABEL.match(ev.text) else f'{leg}: {ev.text}'}")
-                for i in complete for leg, ev in i.legs.items()]
+    def tag(item: FailureItem) -> str:
+        return item.title if item.complete else f"{item.title}, two legs of three"
+
+    evidence = [Evidence(ev.line, f"[{tag(i)}] {ev.text if LABEL.match(ev.text) else f'{leg}: {ev.text}'}")
+                for i in complete + two_legged for leg, ev in i.legs.items()]
     missing = [f"'{i.title}' (line {i.first_line}) has no {' and no '.join(i.missing_legs())}"
                for i in items if not i.complete]
     if len(complete) < ITEMS_FOR_FULL:

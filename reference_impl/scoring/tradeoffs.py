@@ -42,4 +42,5 @@ def rejections(doc: Document) -> Finding:
     fraction += min(NAMED_ONLY_CAP, NAMED_ONLY_SHARE * len(named_only))
     if len(reasoned) < REJECTIONS_FOR_FULL:
         missing.insert(0, f"{len(reasoned)} of the {REJECTIONS_FOR_FULL} reasoned rejections needed.")
-    return Finding(round(min(1.0, fraction), 4), reasoned, missing)
+    named = [Evidence(item.first_line, f"[{item.title}] named, without a reason") for item in named_only]
+    return Finding(round(min(1.0, fraction), 4), reasoned + named, missing)
