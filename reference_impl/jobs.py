@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from sqlalchemy import Connection, text
 
 from reference_impl import schedule
@@ -29,9 +29,11 @@ class JobSpec(BaseModel):
 
     name: str = Field(min_length=1, max_length=200)
     handler: str = Field(description="A registered handler: " + ", ".join(sorted(HANDLERS)))
-    payload: dict[str, Any] = Field(default_factory=dict)
+    # validate_default: a handler that requires payload fields must see an omitted payload too
+    payload: dict[str, Any] = Field(default_factory=dict, validate_default=True)
     run_at: datetime | None = Field(None, description="One-shot: when to run (ISO 8601 with offset).")
-    cron: str | None = Field(None, description="Recurring: 5 fields, or 6 with seconds last.")
+    # validate_default: "neither run_at nor cron" is reported on this field, so it needs to run on None
+    cron: str | None = Field(None, validate_default=True, description="Recurring: 5 fields, or 6 with seconds last.")
     timezone: str = Field("UTC", description="IANA time zone the cron expression is read in.")
     dst_gap: Literal["shift", "skip"] = "shift"
     dst_overlap: Literal["first", "both"] = "first"
@@ -57,13 +59,16 @@ class JobSpec(BaseModel):
     def _known_zone(cls, value: str) -> str:
         try:
             ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: 'America' is a directory, name too long
             raise ValueError(f"unknown IANA time zone '{value}'") from None
         return value
 
     @field_validator("cron")
     @classmethod
-    def _valid_cron(cls, value: str | None) -> str | None:
+    def _valid_cron(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # Cross-field checks live on a field so the error names one; a bad run_at is reported on its own.
+        if "run_at" in info.data and (info.data["run_at"] is None) == (value is None):
+            raise ValueError("give exactly one of run_at (one-shot) or cron (recurring)")
         if value is not None:
             schedule.validate_cron(value)
         return value
@@ -81,18 +86,13 @@ class JobSpec(BaseModel):
 
     @field_validator("payload")
     @classmethod
-    def _small_payload(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _small_valid_payload(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         size = len(json.dumps(value, separators=(",", ":")).encode())
         if size > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
+        if info.data.get("handler") in HANDLERS:  # an unknown handler is reported on its own field
+            HANDLERS[info.data["handler"]].validate(value)
         return value
-
-    @model_validator(mode="after")
-    def _one_schedule_and_valid_payload(self) -> JobSpec:
-        if (self.run_at is None) == (self.cron is None):
-            raise ValueError("give exactly one of run_at (one-shot) or cron (recurring)")
-        HANDLERS[self.handler].validate(self.payload)
-        return self
 
     def resolved_pool(self) -> str:
         if self.pool:

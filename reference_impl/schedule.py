@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 # How far before the cursor to start scanning local wall times, so that an ambiguous hour whose
 # first instant lies before the cursor still yields its second instant after it.
@@ -137,3 +137,7 @@ def validate_cron(expression: str) -> None:
         )
     if not croniter.is_valid(expression):
         raise ValueError(f"'{expression}' is not a valid cron expression")
+    try:
+        croniter(expression).get_next(datetime)
+    except CroniterBadDateError:
+        raise ValueError(f"'{expression}' never fires (e.g. 30 February)") from None

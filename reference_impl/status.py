@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, text
@@ -39,11 +40,15 @@ def _round(value) -> float | None:
     return round(float(value), 2) if value is not None else None
 
 
-def executions(conn: Connection, job_id: int, limit: int = 200) -> list[dict[str, Any]]:
-    """A job's occurrences, newest first, each with every attempt (worker, token, times, outcome)."""
+def executions(conn: Connection, job_id: int, limit: int = 200,
+               before: datetime | None = None) -> list[dict[str, Any]]:
+    """A job's occurrences, newest first, each with every attempt (worker, token, times, outcome).
+
+    ``before`` pages backwards: fire_at is unique per job, so the last fire_at of a page is an exact cursor."""
     occurrences = conn.execute(text(
         "SELECT id, fire_at, trigger, state, attempts, current_token, reason, finished_at FROM occurrences"
-        " WHERE job_id = :j ORDER BY fire_at DESC LIMIT :n"), {"j": job_id, "n": limit}).mappings().all()
+        " WHERE job_id = :j AND (CAST(:before AS timestamptz) IS NULL OR fire_at < :before)"
+        " ORDER BY fire_at DESC LIMIT :n"), {"j": job_id, "n": limit, "before": before}).mappings().all()
     ids = [o["id"] for o in occurrences]
     attempts: dict[int, list[dict[str, Any]]] = {}
     for a in conn.execute(text(
