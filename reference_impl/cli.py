@@ -226,6 +226,11 @@ def up(
     run_cluster_live(engine, db.database_url(), schedulers, workers, long_workers, lease, api)
 
 
+from reference_impl.api.cli import register as register_api  # noqa: E402
+
+register_api(app)
+
+
 from reference_impl.diagrams import app as diagram_app  # noqa: E402
 app.add_typer(diagram_app, name="diagram")
 
