@@ -46,7 +46,8 @@ def processes_for(demand: float, capacity_per_process: float, headroom: float) -
 
 def bytes_per_execution(storage: Mapping[str, float]) -> float:
     occurrence = storage["occurrence_row_bytes"] + storage["occurrence_index_bytes"]
-    attempts = storage["attempts_per_occurrence"] * (storage["attempt_row_bytes"] + storage["attempt_index_bytes"])
+    attempt = storage["attempt_row_bytes"] + storage["attempt_index_bytes"]
+    attempts = storage["attempts_per_occurrence"] * attempt
     return occurrence + attempts
 
 
@@ -173,11 +174,12 @@ def derive(scale: Mapping[str, Any], dispatch_per_process: float | None = None,
     run_once_runs = storm["overdue_jobs"]
     run_all_runs = storm["overdue_jobs"] * min(missed, storm["max_catchup"])
     skipped_rows = storm["overdue_jobs"] * (missed - 1)
+    occurrence_bytes = storage["occurrence_row_bytes"] + storage["occurrence_index_bytes"]
     catch_up = CatchUp(
         missed_fires_per_job=missed,
         run_once_runs=run_once_runs,
         run_once_skipped_rows=skipped_rows,
-        run_once_skipped_bytes=skipped_rows * (storage["occurrence_row_bytes"] + storage["occurrence_index_bytes"]),
+        run_once_skipped_bytes=skipped_rows * occurrence_bytes,
         run_all_runs=run_all_runs,
         spare_rate_per_second=spare,
         run_once_drain_seconds=drain_seconds(run_once_runs, spare),

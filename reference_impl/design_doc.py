@@ -66,7 +66,8 @@ DRILLS_BY_NAME = {d.name: d for d in DRILLS}
 # Top-level definitions start a section of a code page (and get an anchor); any symbol below may be
 # linked, landing on the section that contains it.
 _DEFINITION = re.compile(
-    r"^(?:CREATE (?:OR REPLACE )?FUNCTION|CREATE TABLE IF NOT EXISTS|(?:async )?def|class)\s+(\w+)", re.IGNORECASE)
+    r"^(?:CREATE (?:OR REPLACE )?FUNCTION|CREATE TABLE IF NOT EXISTS|(?:async )?def|class)\s+(\w+)",
+    re.IGNORECASE)
 _SYMBOL_PATTERNS = (
     r"^\s*CREATE (?:OR REPLACE )?(?:FUNCTION|TRIGGER) {name}\b",
     r"^\s*CREATE (?:TABLE|SEQUENCE|INDEX) IF NOT EXISTS {name}\b",
@@ -147,7 +148,8 @@ class Links:
             '<figure markdown="span">\n'
             f"  ![{caption}](/assets/diagrams/{name}.svg#only-light)\n"
             f"  ![{caption}](/assets/diagrams/{name}.dark.svg#only-dark)\n"
-            f"  <figcaption>{caption} — source: <code>designs/d2/diagrams/{name}.excalidraw</code></figcaption>\n"
+            f"  <figcaption>{caption} — source: "
+            f"<code>designs/d2/diagrams/{name}.excalidraw</code></figcaption>\n"
             "</figure>"
         )
 
@@ -196,7 +198,8 @@ def read_load_results(path: Path = LOAD_RESULTS) -> LoadResults | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    throughput = _first(data, "throughput_per_second", "executions_per_second", "jobs_per_second", "throughput")
+    throughput = _first(data, "throughput_per_second", "executions_per_second", "jobs_per_second",
+                        "throughput")
     per_process = _first(data, "dispatch_per_process_per_second", "per_worker_per_second",
                          "per_process_per_second", "per_worker_rate")
     workers = _first(data, "worker_processes", "workers")
@@ -207,7 +210,8 @@ def read_load_results(path: Path = LOAD_RESULTS) -> LoadResults | None:
         measured_at=_first_text(data, "measured_at", "finished_at", "timestamp", "date"),
         throughput_per_second=throughput,
         dispatch_per_process=per_process,
-        claim_transaction_ms=_first(data, "claim_transaction_ms", "claim_ms_mean", "claim_ms_p50", "claim_ms"),
+        claim_transaction_ms=_first(data, "claim_transaction_ms", "claim_ms_mean", "claim_ms_p50",
+                                    "claim_ms"),
         start_delay_p99_ms=_first(data, "start_delay_p99_ms", "fire_to_start_p99_ms", "pickup_p99_ms",
                                   "p99_pickup_ms", "lag_p99_ms"),
     )
@@ -222,9 +226,9 @@ class DrillReport:
     has_timeline: bool
 
 
-def read_drill_report(name: str, reports: Path = DRILL_REPORTS) -> DrillReport | None:
+def read_drill_report(name: str, reports: Path | None = None) -> DrillReport | None:
     """The last published report of a drill (``docs/drills/reports/NAME/``), or None if it never ran."""
-    folder = reports / name
+    folder = (reports or DRILL_REPORTS) / name
     report_md, report_json = folder / "report.md", folder / "report.json"
     if not (report_md.exists() or report_json.exists()):
         return None
@@ -255,7 +259,8 @@ class Comparison:
     consequence: str
 
 
-def compare(scale: Mapping[str, Any], stated: capacity.Capacity, load: LoadResults | None) -> list[Comparison]:
+def compare(scale: Mapping[str, Any], stated: capacity.Capacity,
+            load: LoadResults | None) -> list[Comparison]:
     """The figures a load test can check, stated next to measured, with what the measurement changes."""
     slo_ms = scale["workload"]["fire_to_start_slo_seconds"] * 1000
     rows = [
@@ -264,23 +269,25 @@ def compare(scale: Mapping[str, Any], stated: capacity.Capacity, load: LoadResul
         Comparison("d2_claim transaction time", f"{stated.claim_transaction_ms:g} ms (assumed)", None,
                    "claim ceiling of one pool"),
         Comparison("fire time to handler start, p99", f"{slo_ms:,.0f} ms (target)", None, "the latency SLO"),
-        Comparison("sustained executions/s on one PostgreSQL", f"{stated.peak_per_second:,.0f}/s needed at peak",
-                   None, "headroom before section 8's changes are needed"),
+        Comparison("sustained executions/s on one PostgreSQL",
+                   f"{stated.peak_per_second:,.0f}/s needed at peak", None,
+                   "headroom before section 8's changes are needed"),
     ]
     if load is None:
         return rows
     measured = capacity.derive(scale, load.dispatch_per_process, load.claim_transaction_ms)
     values = [
-        load.dispatch_per_process and (f"{load.dispatch_per_process:,.0f}/s → "
-                                       f"{measured.pools['short'].processes_for_dispatch} short-pool processes "
-                                       f"(stated {stated.pools['short'].processes_for_dispatch})"),
+        load.dispatch_per_process and (
+            f"{load.dispatch_per_process:,.0f}/s → {measured.pools['short'].processes_for_dispatch} "
+            f"short-pool processes (stated {stated.pools['short'].processes_for_dispatch})"),
         load.claim_transaction_ms and (f"{load.claim_transaction_ms:.1f} ms → ceiling "
                                        f"{measured.claim_ceiling_per_pool_per_second:,.0f}/s "
                                        f"(stated {stated.claim_ceiling_per_pool_per_second:,.0f}/s)"),
         load.start_delay_p99_ms and f"{load.start_delay_p99_ms:,.0f} ms",
         load.throughput_per_second and f"{load.throughput_per_second:,.0f}/s",
     ]
-    return [Comparison(r.figure, r.stated, v or None, r.consequence) for r, v in zip(rows, values, strict=True)]
+    return [Comparison(r.figure, r.stated, v or None, r.consequence)
+            for r, v in zip(rows, values, strict=True)]
 
 
 # --- formatting filters: one place decides how a number reads ---------------------------------------------
@@ -301,12 +308,14 @@ def fmt_bytes(value: float) -> str:
 
 
 def fmt_duration(seconds: float) -> str:
+    """34 s, 1 min, 1.5 min, 57 min, 2.5 h."""
     if math.isinf(seconds):
         return "never (no spare capacity)"
-    if seconds < 120:
+    if seconds < 60:
         return f"{seconds:.0f} s"
     if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
+        minutes = seconds / 60
+        return f"{minutes:.0f} min" if minutes >= 10 or minutes.is_integer() else f"{minutes:.1f} min"
     return f"{seconds / 3600:.1f} h"
 
 

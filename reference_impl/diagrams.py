@@ -122,7 +122,8 @@ def export_command(
 @app.command("export-all")
 def export_all_command() -> None:
     """Re-export every reference diagram in designs/d2/diagrams (light SVG, dark SVG, PNG)."""
-    jobs = [(source, variant, source.parent) for source in reference_sources() for variant in REFERENCE_VARIANTS]
+    jobs = [(source, variant, source.parent)
+            for source in reference_sources() for variant in REFERENCE_VARIANTS]
     try:
         written = export_many(jobs)
     except (ExporterMissing, RuntimeError) as exc:

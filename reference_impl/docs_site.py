@@ -40,7 +40,8 @@ def _code_files() -> dict[str, str]:
     files = {}
     for root in CODE_ROOTS:
         for path in sorted((REPO_ROOT / root).rglob("*")):
-            if path.suffix in (".py", ".sql") and path.name != "__init__.py" and "__pycache__" not in path.parts:
+            source = path.suffix in (".py", ".sql") and path.name != "__init__.py"
+            if source and "__pycache__" not in path.parts:
                 files[str(path.relative_to(REPO_ROOT))] = _summary(path)
     return files
 
@@ -66,7 +67,8 @@ def _code_page(path: str, description: str) -> str:
 
 
 def _code_index(files: dict[str, str]) -> str:
-    rows = [f"| [`{path}`](/code/{path}.md) | {summary.replace('|', '/')} |" for path, summary in files.items()]
+    rows = [f"| [`{path}`](/code/{path}.md) | {summary.replace('|', '/')} |"
+            for path, summary in files.items()]
     return ("# The code\n\nThe reference implementation the design describes. Every link in the design "
             "lands on a section of one of these pages.\n\n| File | What it holds |\n|---|---|\n"
             + "\n".join(rows) + "\n")
@@ -115,7 +117,8 @@ def drill_report(name: str) -> str:
     body = report.markdown or ""
     if report.has_timeline and "timeline.svg" not in body:
         parts.append(f'<figure markdown="span">\n  ![Timeline of the last run]({prefix}timeline.svg)\n'
-                     f"  <figcaption>Timeline of the last run of <code>{name}</code></figcaption>\n</figure>\n")
+                     f"  <figcaption>Timeline of the last run of <code>{name}</code></figcaption>\n"
+                     "</figure>\n")
     if body:
         parts.append(_demote_headings(_rewrite_relative_links(body, prefix), 2))
     if (design_doc.DRILL_REPORTS / name / "report.json").exists():
@@ -136,7 +139,8 @@ def drill_run(name: str) -> str:
             f"d2kit drill run {name}           # full timings\n"
             f"d2kit drill run {name} --quick   # short timings, as make demo runs it\n"
             "```\n\n"
-            f"The report is published to `docs/drills/reports/{name}/` (report.md, report.json, timeline.svg) "
+            f"The report is published to `docs/drills/reports/{name}/` "
+            "(report.md, report.json, timeline.svg) "
             f"and shown at the bottom of this page. Code: {code}.\n")
 
 

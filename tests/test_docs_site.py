@@ -35,7 +35,8 @@ def _require_browser():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("!! BROWSER TEST SKIPPED: the playwright Python package is not installed (pip install -e '.[dev]')")
+        pytest.skip("!! BROWSER TEST SKIPPED: the playwright Python package is not installed "
+                    "(pip install -e '.[dev]')")
     return sync_playwright
 
 
@@ -48,8 +49,9 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 def site_url(tmp_path_factory):
     sync_playwright = _require_browser()
     site = tmp_path_factory.mktemp("site")
-    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)], cwd=REPO_ROOT,
-                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, capture_output=True, text=True)
+    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+                           cwd=REPO_ROOT, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+                           capture_output=True, text=True)
     assert build.returncode == 0, build.stdout + build.stderr
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -82,13 +84,15 @@ def _open(browser, url: str, color_scheme: str = "light"):
 
 def _diagram_images(page) -> list[dict]:
     return page.evaluate("""() => [...document.querySelectorAll('article img')]
-        .filter(img => img.getAttribute('src').includes('diagrams/') || img.getAttribute('src').includes('reports/'))
+        .filter(img => /diagrams\\/|reports\\//.test(img.getAttribute('src')))
         .map(img => ({src: img.getAttribute('src'), complete: img.complete, width: img.naturalWidth}))""")
 
 
 def _external(requested: list[str]) -> list[str]:
-    return [url for url in requested
-            if urlparse(url).scheme not in ("data", "blob", "about") and urlparse(url).hostname not in LOCAL_HOSTS]
+    def local(url: str) -> bool:
+        parsed = urlparse(url)
+        return parsed.scheme in ("data", "blob", "about") or parsed.hostname in LOCAL_HOSTS
+    return [url for url in requested if not local(url)]
 
 
 @pytest.mark.parametrize("path, name, expects_diagrams", [

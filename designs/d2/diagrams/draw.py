@@ -97,7 +97,8 @@ class Scene:
             x -= w / 2
         elif align == "right" and width is None:
             x -= w
-        return self._element("text", x, y, w, h, strokeColor=color, text=text, originalText=text, fontSize=size,
+        return self._element("text", x, y, w, h, strokeColor=color, text=text, originalText=text,
+                             fontSize=size,
                              fontFamily=font, textAlign=align, verticalAlign="middle" if container else "top",
                              containerId=container, autoResize=width is None, lineHeight=LINE_HEIGHT)
 
@@ -105,7 +106,8 @@ class Scene:
             font: int = HAND, shape: str = "rectangle", dashed: bool = False, stroke_width: int = 2,
             fill_style: str = "solid", text_color: str | None = None, label_top: bool = False) -> Box:
         fill, stroke = colors
-        element = self._element(shape, x, y, w, h, strokeColor=stroke, backgroundColor=fill, fillStyle=fill_style,
+        element = self._element(shape, x, y, w, h, strokeColor=stroke, backgroundColor=fill,
+                                fillStyle=fill_style,
                                 strokeStyle="dashed" if dashed else "solid", strokeWidth=stroke_width,
                                 roundness={"type": 3} if shape == "rectangle" else {"type": 2})
         if label:
@@ -132,7 +134,8 @@ class Scene:
         element = self._element(
             "arrow", x0, y0, max(xs) - min(xs), max(ys) - min(ys), strokeColor=color, strokeWidth=width,
             strokeStyle="dashed" if dashed else "solid", roundness={"type": 2}, points=relative,
-            lastCommittedPoint=None, startArrowhead="arrow" if both else None, endArrowhead=head, elbowed=False,
+            lastCommittedPoint=None, startArrowhead="arrow" if both else None, endArrowhead=head,
+            elbowed=False,
             startBinding={"elementId": start.id, "focus": 0, "gap": 4} if start else None,
             endBinding={"elementId": end.id, "focus": 0, "gap": 4} if end else None)
         for box in (start, end):
@@ -208,7 +211,8 @@ def architecture(scale: dict, cap: capacity.Capacity) -> Scene:
                        size=20, label_top=True)
     for index in range(2):
         s.box(1030, 420 + index * 104, 280, 90,
-              f"worker · {short.slots_per_process} slots\nclaim · run · heartbeat\ncomplete · watchdog", size=17)
+              f"worker · {short.slots_per_process} slots\nclaim · run · heartbeat\ncomplete · watchdog",
+              size=17)
     long_pool = s.box(1010, 660, 320, 170, f"pool long · ×{long.processes} processes", colors=YELLOW,
                       size=20, label_top=True)
     s.box(1030, 710, 280, 90,
@@ -250,7 +254,8 @@ def architecture(scale: dict, cap: capacity.Capacity) -> Scene:
         if number:
             s.badge(x, y - 2, number)
         s.text(x + 38, y, line, size=19)
-    s.text(20, 1250, "Correctness lives in PostgreSQL keys and row locks; any process can die at any instant.",
+    s.text(20, 1250,
+           "Correctness lives in PostgreSQL keys and row locks; any process can die at any instant.",
            size=19, color=BLUE[1])
     return s
 
@@ -294,7 +299,8 @@ def lease_fencing(scale: dict, cap: capacity.Capacity) -> Scene:
     # The partition: A's side of the network is cut from here until it heals.
     cut = (lanes["A"] + lanes["PG"]) / 2 + 40
     s.line([(cut, 330), (cut - 14, 380), (cut + 14, 430), (cut - 14, 480), (cut + 14, 530), (cut - 14, 580),
-            (cut + 14, 630), (cut - 14, 680), (cut + 14, 730), (cut - 14, 780), (cut, 880)], color=RED[1], width=4)
+            (cut + 14, 630), (cut - 14, 680), (cut + 14, 730), (cut - 14, 780), (cut, 880)],
+           color=RED[1], width=4)
     s.text(cut + 24, 336, "network partition\n(10 min)", size=19, color=RED[1])
 
     note(420, "A", f"no acked heartbeat for {trust:g} s\n→ stop the handler (self-fence);\n"
@@ -325,7 +331,8 @@ def lease_fencing(scale: dict, cap: capacity.Capacity) -> Scene:
 def catch_up(scale: dict, cap: capacity.Capacity) -> Scene:
     s = Scene("catch-up")
     s.text(0, 0, "Catch-up after 2 hours down: the job's misfire policy decides (follow-up 3)", size=30)
-    s.text(0, 44, "One job firing every 15 minutes. Every circle is an occurrence row; none is silently lost.",
+    s.text(0, 44,
+           "One job firing every 15 minutes. Every circle is an occurrence row; none is silently lost.",
            size=19, color=GREY[1])
 
     x0, step = 300, 110  # 07:00 at x0, 15 minutes per step
@@ -334,13 +341,12 @@ def catch_up(scale: dict, cap: capacity.Capacity) -> Scene:
     def x_of(quarter: float) -> float:
         return x0 + quarter * step
 
-    down = s.box(x_of(0.1), 95, x_of(8.35) - x_of(0.1), 640, "", colors=RED, dashed=True, fill_style="hachure")
+    s.box(x_of(0.1), 95, x_of(8.35) - x_of(0.1), 640, "", colors=RED, dashed=True, fill_style="hachure")
     s.text(x_of(4.2), 100, "every scheduler replica down", size=20, align="center", color=RED[1])
     for quarter, label in enumerate(times):
         s.text(x_of(quarter), 135, label, size=18, align="center", color=GREY[1])
     s.line([(x_of(8.35), 130), (x_of(8.35), 740)], color=BLUE[1], width=3)
     s.text(x_of(8.35) + 8, 700, "back\n09:05", size=18, color=BLUE[1])
-    del down
 
     rows = [
         ("skip", "misfire:skip", set(), set()),
@@ -386,8 +392,8 @@ def tenant_pools(scale: dict, cap: capacity.Capacity) -> Scene:
     s.text(0, 0, "Tenant isolation: pools by duration, caps per tenant, fair claiming (follow-up 4)", size=30)
 
     submit = s.box(0, 330, 170, 70, "submit job", colors=GREY, size=20)
-    route = s.box(210, 280, 230, 170, f"expected\nduration\n≥ {long_from // 60:g} min?", colors=VIOLET, shape="diamond",
-                  size=19)
+    route = s.box(210, 280, 230, 170, f"expected\nduration\n≥ {long_from // 60:g} min?", colors=VIOLET,
+                  shape="diamond", size=19)
     s.arrow([(170, 365), (210, 365)], start=submit, end=route)
 
     tenant_colors = {"A": RED, "B": BLUE, "C": GREEN, "-": WHITE}
@@ -428,8 +434,8 @@ def tenant_pools(scale: dict, cap: capacity.Capacity) -> Scene:
     s.text(335, 620, "yes", size=18)
 
     s.box(0, 800, 1420, 110, "", colors=GREY, dashed=True)
-    s.text(20, 815, "Caps are exact because claims in a pool serialise on the pool's row; weights give a tenant "
-                    "a larger share,", size=19)
+    s.text(20, 815, "Caps are exact because claims in a pool serialise on the pool's row; weights give a "
+                    "tenant a larger share,", size=19)
     s.text(20, 850, "never all of it. A flood waits in its own ready queue; other tenants' start delay does "
                     "not move.", size=19)
     return s

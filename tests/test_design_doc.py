@@ -1,0 +1,91 @@
+"""design_doc's readers of other tools' output (load results, drill reports) and its links into the code.
+
+The readers must tolerate whatever shape the files have today -- or their absence -- because the site
+has to build before the load test or a drill has ever run.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reference_impl import capacity, design_doc, docs_site
+
+
+def test_no_load_results_means_not_measured(tmp_path):
+    assert design_doc.read_load_results(tmp_path / "latest.json") is None
+    (tmp_path / "latest.json").write_text("{not json")
+    assert design_doc.read_load_results(tmp_path / "latest.json") is None
+
+
+def test_load_results_are_read_from_any_nesting_and_spelling(tmp_path):
+    path = tmp_path / "latest.json"
+    path.write_text(json.dumps({"finished_at": "2026-01-02T03:04:05Z",
+                                "summary": {"jobs_per_second": 1200.0, "workers": 4},
+                                "latency": {"pickup_p99_ms": 38.5}, "claim": {"claim_ms_mean": 2.5}}))
+    load = design_doc.read_load_results(path)
+    assert load.throughput_per_second == 1200
+    assert load.dispatch_per_process == 300  # derived: throughput / workers
+    assert load.start_delay_p99_ms == 38.5
+    assert load.claim_transaction_ms == 2.5
+    assert load.measured_at == "2026-01-02T03:04:05Z"
+
+
+def test_stated_vs_measured_reruns_the_arithmetic(tmp_path):
+    path = tmp_path / "latest.json"
+    path.write_text(json.dumps({"per_worker_per_second": 100, "claim_transaction_ms": 8}))
+    scale = capacity.load_scale()
+    stated = capacity.derive(scale)
+    rows = design_doc.compare(scale, stated, design_doc.read_load_results(path))
+    by_figure = {row.figure: row for row in rows}
+    dispatch = by_figure["dispatch rate of one worker process"].measured
+    processes = capacity.derive(scale, dispatch_per_process=100).pools["short"].processes_for_dispatch
+    assert dispatch.startswith("100/s") and f"{processes} short-pool processes" in dispatch
+    assert "1,250/s" in by_figure["d2_claim transaction time"].measured  # 10 rows x 1000 ms / 8 ms
+    assert by_figure["fire time to handler start, p99"].measured is None  # not in the file: not invented
+
+
+def test_unrun_drill_page_says_how_to_produce_the_report(tmp_path, monkeypatch):
+    monkeypatch.setattr(design_doc, "DRILL_REPORTS", tmp_path)
+    assert design_doc.read_drill_report("worker-partition", tmp_path) is None
+    text = docs_site.drill_report("worker-partition")
+    assert "d2kit drill run worker-partition" in text
+
+
+def test_published_drill_report_is_embedded_with_its_timeline(tmp_path, monkeypatch):
+    folder = tmp_path / "worker-partition"
+    folder.mkdir()
+    (folder / "report.md").write_text(
+        "# worker-partition\n\nSee [the data](report.json).\n\n## Checks\n\nall good\n")
+    (folder / "report.json").write_text(json.dumps({"passed": True, "finished_at": "2026-01-02"}))
+    (folder / "timeline.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'/>")
+    monkeypatch.setattr(design_doc, "DRILL_REPORTS", tmp_path)
+    report = design_doc.read_drill_report("worker-partition", tmp_path)
+    assert report.verdict == "passed" and report.has_timeline
+    text = docs_site.drill_report("worker-partition")
+    assert "(reports/worker-partition/timeline.svg)" in text
+    assert "(reports/worker-partition/report.json)" in text  # relative links re-rooted at the drill page
+    assert "### worker-partition" in text and "#### Checks" in text  # headings demoted under the page's
+
+
+def test_code_links_land_on_the_defining_section():
+    site = design_doc.Links(site=True)
+    assert site.code("reference_impl/sql/operations.sql", "d2_claim") == \
+        "[`d2_claim`](/code/reference_impl/sql/operations.sql.md#def-d2_claim)"
+    assert design_doc.Links(site=False).code("reference_impl/lease.py") == \
+        "[`reference_impl/lease.py`](reference_impl/lease.py)"
+    # An index is linked to the section of the table it belongs to.
+    assert design_doc.symbol_anchor("reference_impl/sql/schema.sql", "occurrences_ready") == "def-occurrences"
+
+
+def test_a_renamed_symbol_breaks_the_build_instead_of_the_link():
+    with pytest.raises(LookupError):
+        design_doc.symbol_anchor("reference_impl/sql/operations.sql", "d2_no_such_function")
+
+
+def test_code_sections_keep_line_numbers():
+    sections = design_doc.code_sections("reference_impl/sql/operations.sql")
+    lines = (design_doc.REPO_ROOT / "reference_impl/sql/operations.sql").read_text().splitlines()
+    for section in sections:
+        assert lines[section.first_line - 1: section.first_line - 1 + len(section.lines)] == section.lines
