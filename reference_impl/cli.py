@@ -121,6 +121,8 @@ def submit(
         spec = jobs.JobSpec(**{k: v for k, v in fields.items() if v is not None})
     except ValidationError as exc:
         _fail("; ".join(f"{'.'.join(map(str, e['loc'])) or 'job'}: {e['msg']}" for e in exc.errors()))
+    if problems := jobs.unstorable_values(spec):
+        _fail("; ".join(f"{'.'.join(map(str, loc))}: {message}" for loc, message in problems))
     with _engine().begin() as conn:
         tenants.ensure_tenant(conn, tenant)
         job, created = jobs.submit(conn, tenant, spec)
@@ -226,16 +228,13 @@ def up(
     run_cluster_live(engine, db.database_url(), schedulers, workers, long_workers, lease, api)
 
 
+# -- command groups owned by other components --------------------------------------------------------
 from reference_impl.api.cli import register as register_api  # noqa: E402
+from reference_impl.diagrams import app as diagram_app  # noqa: E402
+from reference_impl.scoring.cli import register as register_scoring  # noqa: E402
 
 register_api(app)
-
-
-from reference_impl.diagrams import app as diagram_app  # noqa: E402
 app.add_typer(diagram_app, name="diagram")
-
-
-from reference_impl.scoring.cli import register as register_scoring  # noqa: E402
 register_scoring(app)
 
 

@@ -173,30 +173,48 @@ def _first(data: Any, *keys: str) -> float | None:
     return next((found[k] for k in keys if k in found), None)
 
 
-def _first_text(data: Any, *keys: str) -> str | None:
+def _strings(data: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """Every string leaf of a JSON document, with its key, shallowest first."""
     if isinstance(data, Mapping):
-        return next((str(data[k]) for k in keys if data.get(k) is not None), None)
-    return None
+        yield from ((str(k), v) for k, v in data.items() if isinstance(v, str))
+        for key, value in data.items():
+            if isinstance(value, Mapping | list):
+                yield from _strings(value, str(key))
+    elif isinstance(data, list):
+        for value in data:
+            yield from _strings(value, path)
+
+
+def _first_text(data: Any, *keys: str) -> str | None:
+    found: dict[str, str] = {}
+    for key, value in _strings(data):
+        found.setdefault(key, value)
+    return next((found[k] for k in keys if k in found), None)
 
 
 @dataclass(frozen=True)
 class LoadResults:
     source: str
     measured_at: str | None
+    command: str | None
     throughput_per_second: float | None
     dispatch_per_process: float | None
     claim_transaction_ms: float | None
     start_delay_p99_ms: float | None
+    peers: dict[str, dict[str, float]]  # system -> metric -> median, when peers were benchmarked
 
 
-def read_load_results(path: Path = LOAD_RESULTS) -> LoadResults | None:
+def read_load_results(path: Path | None = None) -> LoadResults | None:
     """The latest ``make load`` / ``make bench`` result, or None when there is none or it is unreadable.
 
     Field names are matched loosely (any nesting, a few spellings) so the load tool can evolve without
     breaking the site; a per-process rate is derived from throughput and worker count when not given."""
+    path = path or LOAD_RESULTS
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return None
+    if not isinstance(data, Mapping):
         return None
     throughput = _first(data, "throughput_per_second", "executions_per_second", "jobs_per_second",
                         "throughput")
@@ -205,16 +223,31 @@ def read_load_results(path: Path = LOAD_RESULTS) -> LoadResults | None:
     workers = _first(data, "worker_processes", "workers")
     if per_process is None and throughput and workers:
         per_process = throughput / workers
+    medians = next((v.get("medians") for v in _mappings(data) if isinstance(v.get("medians"), Mapping)), {})
+    peers = {system: {metric: value for metric, value in metrics.items() if isinstance(value, int | float)}
+             for system, metrics in medians.items() if isinstance(metrics, Mapping)}
     return LoadResults(
         source=str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path),
         measured_at=_first_text(data, "measured_at", "finished_at", "timestamp", "date"),
+        command=_first_text(data, "command"),
         throughput_per_second=throughput,
         dispatch_per_process=per_process,
         claim_transaction_ms=_first(data, "claim_transaction_ms", "claim_ms_mean", "claim_ms_p50",
                                     "claim_ms"),
         start_delay_p99_ms=_first(data, "start_delay_p99_ms", "fire_to_start_p99_ms", "pickup_p99_ms",
                                   "p99_pickup_ms", "lag_p99_ms"),
+        peers=peers,
     )
+
+
+def _mappings(data: Any) -> Iterator[Mapping]:
+    if isinstance(data, Mapping):
+        yield data
+        for value in data.values():
+            yield from _mappings(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _mappings(value)
 
 
 @dataclass(frozen=True)
@@ -278,8 +311,9 @@ def compare(scale: Mapping[str, Any], stated: capacity.Capacity,
     measured = capacity.derive(scale, load.dispatch_per_process, load.claim_transaction_ms)
     values = [
         load.dispatch_per_process and (
-            f"{load.dispatch_per_process:,.0f}/s → {measured.pools['short'].processes_for_dispatch} "
-            f"short-pool processes (stated {stated.pools['short'].processes_for_dispatch})"),
+            f"{load.dispatch_per_process:,.0f}/s → "
+            f"{_processes(measured.pools['short'].processes_for_dispatch)} for dispatch "
+            f"(stated {stated.pools['short'].processes_for_dispatch})"),
         load.claim_transaction_ms and (f"{load.claim_transaction_ms:.1f} ms → ceiling "
                                        f"{measured.claim_ceiling_per_pool_per_second:,.0f}/s "
                                        f"(stated {stated.claim_ceiling_per_pool_per_second:,.0f}/s)"),
@@ -288,6 +322,10 @@ def compare(scale: Mapping[str, Any], stated: capacity.Capacity,
     ]
     return [Comparison(r.figure, r.stated, v or None, r.consequence)
             for r, v in zip(rows, values, strict=True)]
+
+
+def _processes(count: int) -> str:
+    return f"{count} short-pool process" + ("" if count == 1 else "es")
 
 
 # --- formatting filters: one place decides how a number reads ---------------------------------------------
@@ -343,6 +381,7 @@ def context(site: bool = False, scale: Mapping[str, Any] | None = None) -> dict[
         "scale": scale,
         "cap": cap,
         "load": load,
+        "load_charts": [chart.name for chart in sorted(LOAD_RESULTS.parent.glob("*.svg"))],
         "comparisons": compare(scale, cap, load),
         "drills": DRILLS,
         "reports": {d.name: read_drill_report(d.name) for d in DRILLS},

@@ -77,6 +77,8 @@ def _code_index(files: dict[str, str]) -> str:
 def on_files(files: Files, config) -> Files:
     for export in sorted(DIAGRAM_DIR.glob("*.svg")) + sorted(DIAGRAM_DIR.glob("*.png")):
         files.append(File.generated(config, f"assets/diagrams/{export.name}", abs_src_path=str(export)))
+    for chart in sorted(design_doc.LOAD_RESULTS.parent.glob("*.svg")):
+        files.append(File.generated(config, f"assets/load/{chart.name}", abs_src_path=str(chart)))
     code_files = _code_files()
     files.append(File.generated(config, "code/index.md", content=_code_index(code_files)))
     for path, description in code_files.items():
@@ -155,6 +157,19 @@ def drills_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def load_check_table() -> str:
+    """`d2kit load check` as a table: every stated number against the latest measurement, with a verdict."""
+    try:
+        from reference_impl.bench import check, results
+    except ImportError:
+        return "`d2kit load check` is not in this checkout.\n"
+    table = check.rows(results.latest())
+    lines = ["| Figure | Stated | Measured | Verdict |", "|---|---|---|---|"]
+    lines += [f"| {r.figure} | {r.stated} | {r.measured} | **{r.verdict}** |".replace("\n", " ")
+              for r in table]
+    return "\n".join(lines) + "\n"
+
+
 def rubric() -> str:
     try:
         from reference_impl.scoring.rubric import render_rubric_markdown
@@ -177,3 +192,4 @@ def define_env(env) -> None:
     env.macro(drill_run, "drill_run")
     env.macro(drills_table, "drills_table")
     env.macro(rubric, "rubric")
+    env.macro(load_check_table, "load_check_table")

@@ -7,6 +7,7 @@ so an error can never leave half a job behind.
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -103,6 +104,25 @@ class JobSpec(BaseModel):
     def to_schedule(self) -> schedule.Schedule:
         return schedule.Schedule(kind="cron" if self.cron else "once", run_at=self.run_at, cron=self.cron,
                                  timezone=self.timezone, dst_gap=self.dst_gap, dst_overlap=self.dst_overlap)
+
+
+def unstorable_values(spec: JobSpec) -> list[tuple[tuple[str | int, ...], str]]:
+    """Values that parse but PostgreSQL cannot store -- NUL in a string, NaN or Infinity in a number -- pass
+    pydantic; find them (with their field path) so callers refuse them instead of failing inside the INSERT."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    pending: list[tuple[tuple[str | int, ...], Any]] = [((name,), value) for name, value in spec.model_dump().items()]
+    while pending:  # iterative: a deeply nested payload must not exhaust the stack
+        loc, value = pending.pop()
+        if isinstance(value, str) and "\x00" in value:
+            problems.append((loc, "contains a NUL character, which PostgreSQL cannot store"))
+        elif isinstance(value, float) and not math.isfinite(value):
+            problems.append((loc, "must be a finite number (JSON has no NaN or Infinity)"))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                pending += [((*loc, key), key), ((*loc, key), item)]
+        elif isinstance(value, list):
+            pending += [((*loc, i), item) for i, item in enumerate(value)]
+    return sorted(problems, key=lambda p: [str(part) for part in p[0]])
 
 
 JOB_COLUMNS = (

@@ -70,8 +70,10 @@ def run_cluster_live(engine: Engine, url: str, schedulers: int, workers: int, lo
             cluster.start_worker(f"worker-short-{i}", pool="short", lease=lease)
         for i in range(1, long_workers + 1):
             cluster.start_worker(f"worker-long-{i}", pool="long", lease=lease)
-        if api:
-            api_process = subprocess.Popen([sys.executable, "-m", "reference_impl.cli", "api"])
+        if api:  # its access log goes to the cluster's log folder, not over the live view
+            with open(log_dir / "api.log", "ab") as api_log:
+                api_process = subprocess.Popen([sys.executable, "-m", "reference_impl.cli", "api"],
+                                               stdout=api_log, stderr=subprocess.STDOUT)
         try:
             with Live(refresh_per_second=2) as live:
                 while True:

@@ -45,6 +45,7 @@ class Held:
     handler: str
     lease: Lease
     dispatched_at: datetime
+    claimed_at: float  # monotonic time the claim returned
     started_at: datetime | None = None
     finished: bool = False
 
@@ -127,7 +128,8 @@ class Worker:
                 ctx = JobContext(token=row["token"], occurrence_id=row["occurrence_id"], job_id=row["job_id"],
                                  fire_at=row["fire_at"], attempt=row["attempt"], payload=row["payload"],
                                  engine=self.engine)
-                held = Held(ctx, row["handler"], Lease(cfg.lease_seconds, sent_at), row["dispatched_at"])
+                held = Held(ctx, row["handler"], Lease(cfg.lease_seconds, sent_at), row["dispatched_at"],
+                            time.monotonic())
                 self.held[ctx.token] = held
                 claimed.append(held)
         return claimed
@@ -138,8 +140,9 @@ class Worker:
 
     # -- executor --------------------------------------------------------------------------------
     def _execute(self, held: Held) -> None:
-        # Handler start on the database clock: dispatch time (database) + elapsed time here (monotonic).
-        held.started_at = held.dispatched_at + timedelta(seconds=time.monotonic() - held.lease.sent_at)
+        # Handler start on the database clock: dispatch time (database) + time elapsed here since the claim
+        # returned (monotonic). A lower bound -- it never lands after the database's finished_at.
+        held.started_at = held.dispatched_at + timedelta(seconds=time.monotonic() - held.claimed_at)
         ok, error = True, None
         try:
             HANDLERS[held.handler].run(held.ctx)

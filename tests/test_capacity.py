@@ -135,13 +135,20 @@ def _key_figures(cap) -> dict[str, str]:
     }
 
 
-def test_rendered_design_prints_capacitys_numbers(cap):
+@pytest.fixture
+def unmeasured(tmp_path, monkeypatch):
+    """Render as a fresh clone would: no load results, no drill reports (they add measured figures)."""
+    monkeypatch.setattr(design_doc, "LOAD_RESULTS", tmp_path / "latest.json")
+    monkeypatch.setattr(design_doc, "DRILL_REPORTS", tmp_path / "reports")
+
+
+def test_rendered_design_prints_capacitys_numbers(cap, unmeasured):
     doc = design_doc.render_reference_design()
     missing = {name: value for name, value in _key_figures(cap).items() if value not in doc}
     assert not missing, f"the design does not state these computed figures: {missing}"
 
 
-def test_rendered_design_follows_scale_yaml(scale, cap):
+def test_rendered_design_follows_scale_yaml(scale, cap, unmeasured):
     """Double the peak: every throughput figure must move, and the old ones must be gone."""
     doubled = copy.deepcopy(scale)
     doubled["workload"]["peak_executions_per_minute"] *= 2

@@ -41,7 +41,7 @@ def test_stated_vs_measured_reruns_the_arithmetic(tmp_path):
     by_figure = {row.figure: row for row in rows}
     dispatch = by_figure["dispatch rate of one worker process"].measured
     processes = capacity.derive(scale, dispatch_per_process=100).pools["short"].processes_for_dispatch
-    assert dispatch.startswith("100/s") and f"{processes} short-pool processes" in dispatch
+    assert dispatch.startswith("100/s") and f"{processes} short-pool processes for dispatch" in dispatch
     assert "1,250/s" in by_figure["d2_claim transaction time"].measured  # 10 rows x 1000 ms / 8 ms
     assert by_figure["fire time to handler start, p99"].measured is None  # not in the file: not invented
 

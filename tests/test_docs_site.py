@@ -84,7 +84,7 @@ def _open(browser, url: str, color_scheme: str = "light"):
 
 def _diagram_images(page) -> list[dict]:
     return page.evaluate("""() => [...document.querySelectorAll('article img')]
-        .filter(img => /diagrams\\/|reports\\//.test(img.getAttribute('src')))
+        .filter(img => /assets\\/|reports\\//.test(img.getAttribute('src')))
         .map(img => ({src: img.getAttribute('src'), complete: img.complete, width: img.naturalWidth}))""")
 
 
@@ -101,6 +101,7 @@ def _external(requested: list[str]) -> list[str]:
     ("/diagrams/", "diagrams", True),
     ("/drills/worker-partition/", "drill-worker-partition", False),
     ("/answer-key/", "answer-key", False),
+    ("/load-tests/", "load-tests", False),
 ])
 def test_page_renders_offline_with_its_diagrams(site_url, browser, path, name, expects_diagrams):
     _, base = site_url

@@ -8,15 +8,15 @@ it is a bug to fix (the fuzz test looks for them), not something to relabel as t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 from sqlalchemy import exc as sa_exc
+
+from reference_impl.jobs import JobSpec, unstorable_values
 
 
 def field_error(loc: Sequence[str | int], message: str) -> RequestValidationError:
@@ -62,22 +62,8 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(sa_exc.TimeoutError, _database_unavailable)
 
 
-def reject_unstorable(model: BaseModel) -> None:
-    """Input that parses but PostgreSQL cannot store -- NUL in a string (\\u0000), NaN or Infinity in a number --
-    passes pydantic; refuse it here, naming every such field, instead of failing inside the INSERT."""
-    problems: list[dict[str, Any]] = []
-    pending: list[tuple[tuple[str | int, ...], Any]] = [(("body", name), value)
-                                                        for name, value in model.model_dump().items()]
-    while pending:  # iterative: a deeply nested payload must not exhaust the stack
-        loc, value = pending.pop()
-        if isinstance(value, str) and "\x00" in value:
-            problems.append(_error(loc, "contains a NUL character, which PostgreSQL cannot store"))
-        elif isinstance(value, float) and not math.isfinite(value):
-            problems.append(_error(loc, "must be a finite number (JSON has no NaN or Infinity)"))
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                pending += [((*loc, key), key), ((*loc, key), item)]
-        elif isinstance(value, list):
-            pending += [((*loc, i), item) for i, item in enumerate(value)]
+def reject_unstorable(spec: JobSpec) -> None:
+    """Refuse values PostgreSQL cannot store (NUL, NaN, Infinity), naming every such field, before the INSERT."""
+    problems = [_error(("body", *loc), message) for loc, message in unstorable_values(spec)]
     if problems:
-        raise RequestValidationError(sorted(problems, key=lambda p: [str(part) for part in p["loc"]]))
+        raise RequestValidationError(problems)
