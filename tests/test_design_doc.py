@@ -89,3 +89,10 @@ def test_code_sections_keep_line_numbers():
     lines = (design_doc.REPO_ROOT / "reference_impl/sql/operations.sql").read_text().splitlines()
     for section in sections:
         assert lines[section.first_line - 1: section.first_line - 1 + len(section.lines)] == section.lines
+
+
+def test_reference_design_scores_at_least_90_on_the_kits_scorer():
+    scorer = pytest.importorskip("reference_impl.scoring.scorer",
+                                 reason="the rubric scorer is not in this checkout")
+    report = scorer.score_text(design_doc.render_reference_design(), attempt="reference design")
+    assert report.total >= 90, f"the reference design scores {report.total} / {report.max_total}"
