@@ -7,6 +7,7 @@ has to build before the load test or a drill has ever run.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -96,3 +97,11 @@ def test_reference_design_scores_at_least_90_on_the_kits_scorer():
                                  reason="the rubric scorer is not in this checkout")
     report = scorer.score_text(design_doc.render_reference_design(), attempt="reference design")
     assert report.total >= 90, f"the reference design scores {report.total} / {report.max_total}"
+
+
+@pytest.mark.parametrize("template", ["reference-design.md.j2", "answer-key.md.j2", "clarifying.md.j2",
+                                      "load-tests.md.j2", "forty-five-minutes.md.j2"])
+def test_no_wrapped_line_turns_into_a_heading(template):
+    """A line that starts with '#123' (an issue number wrapped to a new line) renders as a giant heading."""
+    rendered = design_doc.render(template, site=True)
+    assert not [line for line in rendered.splitlines() if re.match(r"#+\d", line)]
