@@ -142,3 +142,17 @@ def test_diagram_sources_are_what_draw_py_generates(monkeypatch):
         source = diagrams.DIAGRAM_DIR / f"{scene.name}.excalidraw"
         committed = json.loads(source.read_text(encoding="utf-8"))
         assert committed["elements"] == json.loads(json.dumps(scene.elements)), f"{source.name} is stale"
+
+
+def test_a_candidates_drawing_exports_with_one_command(tmp_path):
+    if not diagrams.exporter_available():
+        pytest.skip("!! DIAGRAM EXPORT NOT TESTED: the Excalidraw exporter is not installed "
+                    "(needs Node >= 20.19 and `npm ci` in the repo root)")
+    from typer.testing import CliRunner
+
+    drawing = tmp_path / "attempt-d2.excalidraw"
+    drawing.write_bytes((diagrams.DIAGRAM_DIR / "tenant-pools.excalidraw").read_bytes())
+    result = CliRunner().invoke(diagrams.app, ["export", str(drawing), "--format", "png"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "attempt-d2.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (tmp_path / "attempt-d2.svg").exists()
