@@ -57,7 +57,10 @@ class Scheduler:
                 log.warning("pass failed: %s", processes.describe_error(exc))
                 self.stop.wait(0.5)
                 continue
-            if not inserted:  # a pass that wrote rows may have left more due: go again at once
+            # Only a full pass may have left more due: go again at once. A partial one has caught up; waiting
+            # a tick costs no lag (occurrences are written LOOKAHEAD early) and stops a spin of one-row passes
+            # under a steady trickle of new jobs.
+            if inserted < materializer.JOBS_PER_PASS:
                 self.stop.wait(max(0.0, cfg.tick_seconds - (time.monotonic() - started)))
         processes.mark_stopped(self.engine, cfg.scheduler_id)
         self.engine.dispose()
