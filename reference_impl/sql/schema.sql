@@ -102,8 +102,10 @@ CREATE TABLE IF NOT EXISTS occurrences (
     -- an occurrence can exist once.
     UNIQUE (job_id, fire_at)
 );
--- The claim probes this index once per tenant: ready work in a pool, oldest first.
-CREATE INDEX IF NOT EXISTS occurrences_ready ON occurrences (pool, tenant_id, ready_at)
+-- The claim probes this index once per tenant: ready work in a pool, oldest first. The id is in the key
+-- because the claim orders by (ready_at, id): without it every probe reads and sorts ALL of a tenant's due rows,
+-- so a claim slows down as the backlog grows -- exactly when it must be fast.
+CREATE INDEX IF NOT EXISTS occurrences_ready ON occurrences (pool, tenant_id, ready_at, id)
     WHERE state = 'ready';
 -- Counting running attempts per tenant (caps) reads only the running rows.
 CREATE INDEX IF NOT EXISTS occurrences_running ON occurrences (pool, tenant_id)
