@@ -247,9 +247,11 @@ BEGIN
                                   THEN clock_timestamp() END
           FROM attempts a, jobs j
          WHERE a.token = ANY (p_tokens) AND o.id = a.occurrence_id AND j.id = o.job_id
-        RETURNING o.job_id
+        RETURNING o.job_id, j.overlap_policy
     )
-    SELECT array_agg(DISTINCT job_id) INTO v_jobs FROM moved;
+    -- Only a job whose overlap policy buffers can have a waiting occurrence (d2_materialise): asking for the
+    -- others would cost a planned query on every completion for nothing.
+    SELECT array_agg(DISTINCT job_id) FILTER (WHERE overlap_policy <> 'allow') INTO v_jobs FROM moved;
     IF v_jobs IS NOT NULL THEN
         PERFORM d2_promote_waiting(v_jobs);
     END IF;
