@@ -230,12 +230,15 @@ def up(
 
 # -- command groups owned by other components --------------------------------------------------------
 from reference_impl.api.cli import register as register_api  # noqa: E402
+from reference_impl.bench.cli import bench_app, load_app  # noqa: E402
 from reference_impl.diagrams import app as diagram_app  # noqa: E402
 from reference_impl.scoring.cli import register as register_scoring  # noqa: E402
 
 register_api(app)
 app.add_typer(diagram_app, name="diagram")
 register_scoring(app)
+app.add_typer(load_app, name="load")
+app.add_typer(bench_app, name="bench")
 
 
 def main() -> None:  # pragma: no cover - console entry

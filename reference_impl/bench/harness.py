@@ -1,0 +1,448 @@
+"""The benchmark rig: a scratch database, a cluster of real processes, offered load, and what they recorded.
+
+Everything measured is read back from the database's own history, on the database clock:
+
+* **fire lag** = ``attempts.started_at - occurrences.fire_at`` (scheduled instant -> handler start);
+* **throughput** = attempts that succeeded per second of ``finished_at``;
+* **backlog** = occurrences due but not yet claimed, plus jobs due but not yet materialised, sampled each second;
+* **lost** = scheduled jobs without a succeeded occurrence once the run has drained.
+
+CPU and peak RSS come from ``/proc`` (psutil), per process, grouped by component: scheduler, worker, postgres
+(every server process, so another user of the same server shows up there) and harness (this process: the load
+generator and the samplers). The machine's total CPU is measured too, so the sum can be checked against it.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import psutil
+from sqlalchemy import Engine, text
+
+from reference_impl import db, embedded_pg
+from reference_impl.cluster import LocalCluster
+
+LEAD_SECONDS = 3.0            # jobs are written this far ahead of their fire time (> the materialiser's lookahead)
+GENERATOR_TICK_SECONDS = 0.1
+SAMPLE_SECONDS = 1.0
+EPOCH = "0001-01-01 00:00:00+00"  # a one-shot job's materialiser cursor before it fires (jobs.submit uses the same)
+
+# One-shot no-op jobs i = first..last, fire time start + i/rate, spread over the bench tenants. The same row
+# jobs.submit() writes, in bulk: the generator must cost little next to what it measures.
+SCHEDULE_JOBS_SQL = text(
+    "INSERT INTO jobs (tenant_id, name, handler, pool, schedule_kind, run_at, materialized_through, next_fire_at)"
+    " SELECT 'bench-' || (i % :tenants), 'bench', 'noop', 'short', 'once', f.at, CAST(:epoch AS timestamptz), f.at"
+    " FROM generate_series(CAST(:first AS bigint), CAST(:last AS bigint)) AS i,"
+    "      LATERAL (SELECT CAST(:start AS timestamptz) + make_interval(secs => i / CAST(:rate AS float8))) AS f (at)")
+# A backlog as a 2-hour outage leaves it: jobs already materialised, occurrences ready and overdue.
+BACKLOG_SQL = text(
+    "WITH j AS ("
+    "  INSERT INTO jobs (tenant_id, name, handler, pool, schedule_kind, run_at, materialized_through, next_fire_at)"
+    "  SELECT 'bench-' || (i % :tenants), 'backlog', 'noop', 'short', 'once', now() - interval '1 second',"
+    "         now() - interval '1 second', NULL"
+    "  FROM generate_series(1, CAST(:n AS integer)) AS i RETURNING id, tenant_id, run_at)"
+    " INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts)"
+    " SELECT id, run_at, tenant_id, 'short', 'ready', run_at, 3 FROM j")
+# Finished executions as a system that has been running leaves them: one-shot jobs that fired, each with a
+# succeeded occurrence and attempt. Written as already finished, which the state-machine triggers rightly refuse
+# for an INSERT (a row is born new -> ready), so this one bulk load skips triggers for its own transaction.
+HISTORY_SQL = text(
+    "WITH j AS ("
+    "  INSERT INTO jobs (tenant_id, name, handler, pool, schedule_kind, run_at, materialized_through, next_fire_at)"
+    "  SELECT 'bench-' || (i % :tenants), 'history', 'noop', 'short', 'once', now() - interval '2 days',"
+    "         now() - interval '2 days', NULL"
+    "  FROM generate_series(1, CAST(:n AS integer)) AS i RETURNING id, tenant_id, run_at),"
+    " o AS ("
+    "  INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, attempts, max_attempts,"
+    "                           current_token, finished_at)"
+    "  SELECT id, run_at, tenant_id, 'short', 'succeeded', run_at, 1, 3, nextval('fencing_tokens'), run_at FROM j"
+    "  RETURNING id, current_token, fire_at)"
+    " INSERT INTO attempts (token, occurrence_id, attempt, worker_id, state, dispatched_at, started_at,"
+    "                       lease_expires_at, finished_at)"
+    " SELECT current_token, id, 1, 'history', 'succeeded', fire_at, fire_at, fire_at, fire_at FROM o")
+HISTORY_ROWS = 100_000  # every rig starts with this much history: a benchmark of a system that has been running
+HISTORY_CHUNK = 1_000_000
+BACKLOG_NOW_SQL = text(
+    "SELECT (SELECT count(*) FROM occurrences WHERE state = 'ready' AND ready_at <= now())"
+    "     + (SELECT count(*) FROM jobs WHERE next_fire_at <= now() AND NOT paused AND deleted_at IS NULL)")
+LAG_SQL = text(
+    "SELECT count(*) AS n,"
+    "       percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY lag_ms) AS p,"
+    "       max(lag_ms) AS max"
+    " FROM (SELECT extract(epoch FROM a.started_at - o.fire_at) * 1000 AS lag_ms"
+    "       FROM occurrences o JOIN attempts a ON a.token = o.current_token"
+    "       WHERE o.fire_at >= :since AND o.fire_at < :until AND a.started_at IS NOT NULL) x")
+COMPLETED_SQL = text(
+    "SELECT count(*), min(finished_at), max(finished_at) FROM attempts"
+    " WHERE state = 'succeeded' AND finished_at >= :since AND finished_at < :until")
+LOST_SQL = text(
+    "SELECT count(*) FROM jobs j WHERE j.run_at >= :since AND j.run_at < :until"
+    " AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.job_id = j.id AND o.state = 'succeeded')")
+UNFINISHED_SQL = text(
+    "SELECT count(*) FROM occurrences WHERE state NOT IN ('succeeded', 'dead', 'skipped', 'cancelled')")
+SERIES_SQL = text(
+    "WITH done AS ("
+    "  SELECT floor(extract(epoch FROM a.finished_at - :origin))::int AS second, count(*) AS completed"
+    "  FROM attempts a WHERE a.state = 'succeeded' AND a.finished_at >= :origin AND a.finished_at < :until"
+    "  GROUP BY 1"
+    "), lag AS ("
+    "  SELECT floor(extract(epoch FROM o.fire_at - :origin))::int AS second,"
+    "         percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM a.started_at - o.fire_at) * 1000) AS p99"
+    "  FROM occurrences o JOIN attempts a ON a.token = o.current_token"
+    "  WHERE o.fire_at >= :origin AND o.fire_at < :until AND a.started_at IS NOT NULL GROUP BY 1"
+    ")"
+    " SELECT coalesce(d.second, l.second) AS second, coalesce(d.completed, 0) AS completed, l.p99"
+    " FROM done d FULL JOIN lag l ON l.second = d.second ORDER BY 1")
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """What runs: scheduler replicas and short-pool workers, with the worker knobs the batch curve varies."""
+    schedulers: int = 1
+    workers: int = 2
+    concurrency: int = 32
+    claim_batch: int = 64
+    poll_seconds: float = 0.02
+    tenants: int = 10
+
+    def describe(self) -> dict[str, float]:
+        return {"schedulers": self.schedulers, "worker_processes": self.workers, "concurrency": self.concurrency,
+                "claim_batch": self.claim_batch, "poll_seconds": self.poll_seconds, "tenants": self.tenants}
+
+
+# -- CPU and memory of every process, by component -----------------------------------------------------------
+def postgres_pids() -> list[int]:
+    """The embedded server's processes (postmaster and children); empty for an external DATABASE_URL."""
+    pid_file = embedded_pg.data_dir() / "postmaster.pid"
+    try:
+        postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
+        return [postmaster.pid, *(child.pid for child in postmaster.children())]
+    except (OSError, ValueError, psutil.Error):
+        return []
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The kernel's high-water mark of resident memory (VmHWM): the true peak, not a sampled one."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+class ProcessMeter:
+    """CPU seconds per component between ``start()`` and ``stop()``; sampled meanwhile so that processes which
+    come and go (database backends) are counted too."""
+
+    def __init__(self, components: dict[str, list[int]]):
+        self.components = components  # component -> pids (postgres is re-listed at every sample)
+        self._first: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._owner: dict[int, str] = {}
+        self._started = False
+        self._t0 = 0.0
+        self._machine0 = (0.0, 0.0)
+        self.seconds = 0.0
+        self.machine_busy = 0.0
+        self.machine_total = 0.0
+
+    def sample(self) -> None:
+        owners = {pid: name for name, pids in self.components.items() for pid in pids}
+        owners.update({pid: "postgres" for pid in postgres_pids()})
+        for pid, owner in owners.items():
+            try:
+                times = psutil.Process(pid).cpu_times()
+            except psutil.Error:
+                continue
+            used = times.user + times.system
+            self._owner[pid] = owner
+            # A process first seen after start() was born during the window: all its CPU counts.
+            self._first.setdefault(pid, used if not self._started else 0.0)
+            self._last[pid] = used
+
+    def start(self) -> None:
+        self.sample()
+        self._started = True
+        self._t0 = time.monotonic()
+        self._machine0 = _machine_times()
+
+    def stop(self) -> None:
+        self.sample()
+        self.seconds = time.monotonic() - self._t0
+        total, idle = _machine_times()
+        self.machine_total = total - self._machine0[0]
+        self.machine_busy = self.machine_total - (idle - self._machine0[1])
+
+    def cpu_percent(self) -> dict[str, float]:
+        """Per component, in percent of the WHOLE machine (100 = every core busy), plus 'machine' (everything
+        running on it, including what is not ours)."""
+        cores = psutil.cpu_count() or 1
+        per: dict[str, float] = {}
+        for pid, owner in self._owner.items():
+            per[owner] = per.get(owner, 0.0) + self._last[pid] - self._first[pid]
+        result = {name: round(100 * used / (max(self.seconds, 1e-9) * cores), 1) for name, used in sorted(per.items())}
+        result["machine"] = round(100 * self.machine_busy / max(self.machine_total, 1e-9), 1)
+        return result
+
+
+def _machine_times() -> tuple[float, float]:
+    times = psutil.cpu_times()
+    idle = times.idle + getattr(times, "iowait", 0.0)
+    return sum(times), idle
+
+
+def machine() -> dict[str, object]:
+    """The machine the numbers were measured on."""
+    model = "unknown"
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cores": psutil.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            "cpu_model": model}
+
+
+# -- the rig ---------------------------------------------------------------------------------------------------
+@dataclass
+class Rig:
+    """A scratch database with the schema and the bench tenants, and a cluster of real processes on it."""
+    url: str
+    engine: Engine
+    cluster: LocalCluster
+    shape: ClusterShape
+
+    def start_workers(self, count: int | None = None, first: int = 1) -> None:
+        shape = self.shape
+        for i in range(first, first + (shape.workers if count is None else count)):
+            self.cluster.start_worker(f"bench-worker-{i}", pool="short", concurrency=shape.concurrency,
+                                      extra_args=["--batch", str(shape.claim_batch), "--poll", str(shape.poll_seconds)])
+
+    def wait_registered(self, timeout: float = 60.0) -> None:
+        """Until every cluster member has registered itself in ``processes`` (imports take a second or two)."""
+        deadline = time.monotonic() + timeout
+        wanted = {name for name, member in self.cluster.members.items() if member.alive}
+        while time.monotonic() < deadline:
+            with self.engine.begin() as conn:
+                seen = set(conn.execute(text("SELECT id FROM processes WHERE stopped_at IS NULL")).scalars())
+            if wanted <= seen:
+                return
+            dead = [name for name, alive in self.cluster.alive().items() if not alive]
+            if dead:
+                raise RuntimeError(f"cluster members exited at start: {dead} (logs in {self.cluster.log_dir})")
+            time.sleep(0.2)
+        raise TimeoutError(f"not registered after {timeout:.0f}s: {sorted(wanted - seen)}")
+
+    def components(self) -> dict[str, list[int]]:
+        groups: dict[str, list[int]] = {"harness": [psutil.Process().pid]}
+        for member in self.cluster.members.values():
+            if member.alive:
+                groups.setdefault(member.kind, []).append(member.popen.pid)
+        return groups
+
+    def peak_rss(self) -> dict[str, float]:
+        """Highest peak RSS (MB) of any one process of each kind that is still alive."""
+        peaks: dict[str, float] = {}
+        for kind, pids in self.components().items():
+            values = [v for v in (peak_rss_mb(pid) for pid in pids) if v is not None]
+            if values:
+                peaks[kind] = round(max(values), 1)
+        return peaks
+
+    def db_now(self) -> datetime:
+        with self.engine.begin() as conn:
+            return conn.execute(text("SELECT clock_timestamp()")).scalar_one()
+
+    def backlog(self) -> int:
+        with self.engine.begin() as conn:
+            return conn.execute(BACKLOG_NOW_SQL).scalar_one()
+
+    def unfinished(self) -> int:
+        with self.engine.begin() as conn:
+            return conn.execute(UNFINISHED_SQL).scalar_one()
+
+    def wait_drained(self, timeout: float) -> bool:
+        """Until nothing is due, claimed or unfinished (the last attempts completed), or ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.unfinished() == 0 and self.backlog() == 0:
+                return True
+            time.sleep(0.25)
+        return False
+
+
+def seed_history(engine: Engine, executions: int, tenants: int, progress: Callable[[str], None]) -> None:
+    """Write ``executions`` finished executions, then VACUUM ANALYZE.
+
+    Why every rig does this: PL/pgSQL caches each statement's plan, made with the table statistics of the moment.
+    On an empty database the plans of d2_complete/d2_settle look attempts up by sequential scan (right for 0
+    rows), and keep doing so while the table grows, until autovacuum's next ANALYZE -- up to a minute later --
+    replans them. Measured: that alone halved a fresh database's drain rate. A production scheduler has history
+    and statistics; the benchmark measures that steady state, not a database's first minute."""
+    for done in range(0, executions, HISTORY_CHUNK):
+        progress(f"writing history: {done:,} of {executions:,} finished executions")
+        with engine.begin() as conn:
+            conn.execute(text("SET LOCAL session_replication_role = replica"))
+            conn.execute(HISTORY_SQL, {"n": min(HISTORY_CHUNK, executions - done), "tenants": tenants})
+    progress("VACUUM ANALYZE")
+    with engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("VACUUM ANALYZE"))
+
+
+def _no_progress(_: str) -> None:
+    return None
+
+
+@contextmanager
+def rig(shape: ClusterShape, prepare: Callable[[Engine], None] | None = None) -> Iterator[Rig]:
+    """A fresh database on the server in use, ``shape``'s processes running on it; all removed afterwards.
+    ``prepare(engine)`` runs on the empty schema before any process starts (e.g. to fill tables)."""
+    url = db.create_scratch_database(db.database_url(), prefix="d2bench")
+    engine = db.make_engine(url, pool_size=4, application_name="d2-bench")
+    try:
+        db.init_schema(engine)
+        with engine.begin() as conn:
+            # Caps high enough never to bind: the bench measures dispatch, the noisy-tenant drill measures caps.
+            conn.execute(text(
+                "INSERT INTO tenants (id, api_key_hash, max_running) SELECT 'bench-' || i, md5('bench-' || i), 100000"
+                " FROM generate_series(0, :n - 1) AS i"), {"n": shape.tenants})
+        seed_history(engine, HISTORY_ROWS, shape.tenants, _no_progress)
+        if prepare is not None:
+            prepare(engine)
+        with LocalCluster(url, Path(tempfile.mkdtemp(prefix="d2bench-"))) as cluster:
+            the_rig = Rig(url, engine, cluster, shape)
+            for i in range(1, shape.schedulers + 1):
+                cluster.start_scheduler(f"bench-scheduler-{i}")
+            the_rig.start_workers()
+            the_rig.wait_registered()
+            yield the_rig
+    finally:
+        engine.dispose()
+        db.drop_database(url)
+
+
+# -- offered load ------------------------------------------------------------------------------------------------
+class OfferedLoad(threading.Thread):
+    """Schedules one-shot no-op jobs at ``rate``/s of the DATABASE clock, fire times evenly spaced from ``start``,
+    for ``seconds``; each written ``LEAD_SECONDS`` before it fires, so the scheduler materialises it as it would a
+    user's job. Bounded: it stops after ``rate * seconds`` jobs, or when ``halt`` is set."""
+
+    def __init__(self, engine: Engine, rate: float, seconds: float, start: datetime, tenants: int):
+        super().__init__(name="offered-load", daemon=True)
+        self.engine, self.rate, self.start_at, self.tenants = engine, rate, start, tenants
+        self.total = int(rate * seconds)
+        self.scheduled = 0
+        self.halt = threading.Event()
+        self.error: Exception | None = None
+
+    @property
+    def end(self) -> datetime:
+        return self.start_at + timedelta(seconds=self.total / self.rate)
+
+    def run(self) -> None:
+        try:
+            while self.scheduled < self.total and not self.halt.is_set():
+                with self.engine.begin() as conn:
+                    now = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
+                    ahead = (now - self.start_at).total_seconds() + LEAD_SECONDS
+                    due = min(self.total, math.ceil(ahead * self.rate))
+                    if due > self.scheduled:
+                        conn.execute(SCHEDULE_JOBS_SQL, {"first": self.scheduled, "last": due - 1, "rate": self.rate,
+                                                         "start": self.start_at, "tenants": self.tenants,
+                                                         "epoch": EPOCH})
+                        self.scheduled = due
+                self.halt.wait(GENERATOR_TICK_SECONDS)
+        except Exception as exc:  # surfaced by the scenario: a generator that fell over invalidates the run
+            self.error = exc
+
+
+def insert_backlog(engine: Engine, n: int, tenants: int) -> tuple[datetime, datetime]:
+    """``n`` overdue ready occurrences in ONE transaction (they appear at once when it commits). Returns database
+    times (before, committed): every attempt finishing after ``before`` is the backlog's; the drain's clock
+    starts at ``committed``."""
+    with engine.begin() as conn:
+        before = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
+        conn.execute(BACKLOG_SQL, {"n": n, "tenants": tenants})
+    with engine.begin() as conn:
+        return before, conn.execute(text("SELECT clock_timestamp()")).scalar_one()
+
+
+# -- reading the history back ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Lag:
+    count: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    max: float | None
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {k: (round(v, 1) if v is not None else None)
+                for k, v in (("p50", self.p50), ("p95", self.p95), ("p99", self.p99), ("max", self.max))}
+
+
+def fire_lag(engine: Engine, since: datetime, until: datetime) -> Lag:
+    """Fire lag (ms) of occurrences scheduled in [since, until)."""
+    with engine.begin() as conn:
+        row = conn.execute(LAG_SQL, {"since": since, "until": until}).one()
+    p = row.p or [None, None, None]
+    return Lag(row.n, p[0], p[1], p[2], row.max)
+
+
+def completed(engine: Engine, since: datetime, until: datetime) -> tuple[int, datetime | None, datetime | None]:
+    with engine.begin() as conn:
+        return tuple(conn.execute(COMPLETED_SQL, {"since": since, "until": until}).one())
+
+
+def lost(engine: Engine, since: datetime, until: datetime) -> int:
+    """Jobs due in [since, until) that have no succeeded occurrence (call after the run drained)."""
+    with engine.begin() as conn:
+        return conn.execute(LOST_SQL, {"since": since, "until": until}).scalar_one()
+
+
+def series(engine: Engine, origin: datetime, until: datetime) -> list[dict[str, float]]:
+    """Per second since ``origin``: executions completed, and p99 fire lag of what was due that second."""
+    with engine.begin() as conn:
+        rows = conn.execute(SERIES_SQL, {"origin": origin, "until": until}).all()
+    return [{"t": r.second, "completed_per_s": r.completed,
+             "lag_p99_ms": round(r.p99, 1) if r.p99 is not None else None} for r in rows]
+
+
+class BacklogSampler(threading.Thread):
+    """The backlog (due, not yet claimed) once a second, plus CPU samples so short-lived processes count."""
+
+    def __init__(self, the_rig: Rig, meter: ProcessMeter):
+        super().__init__(name="backlog-sampler", daemon=True)
+        self.rig, self.meter = the_rig, meter
+        self.samples: list[tuple[float, int]] = []
+        self.halt = threading.Event()
+        self._t0 = time.monotonic()
+
+    def run(self) -> None:
+        while not self.halt.wait(SAMPLE_SECONDS):
+            try:
+                self.samples.append((round(time.monotonic() - self._t0, 1), self.rig.backlog()))
+                self.meter.sample()
+            except Exception:  # a sample lost to a busy database is a gap in the series, not a failed run
+                continue
+
+    def growth_per_second(self) -> float:
+        """Least-squares slope of the backlog over the second half of the run (0 = not growing)."""
+        tail = self.samples[len(self.samples) // 2:]
+        if len(tail) < 2:
+            return 0.0
+        n = len(tail)
+        mean_t = sum(t for t, _ in tail) / n
+        mean_b = sum(b for _, b in tail) / n
+        var = sum((t - mean_t) ** 2 for t, _ in tail)
+        return 0.0 if var == 0 else sum((t - mean_t) * (b - mean_b) for t, b in tail) / var

@@ -1,0 +1,100 @@
+"""Smoke of every load/benchmark scenario: the pipeline runs end to end and nothing is lost.
+
+Real PostgreSQL, real scheduler and worker processes, real HTTP (Locust against `d2kit api` on 127.0.0.1). Each
+scenario runs for seconds, not minutes, and nothing here asserts a speed: the speed goals are judged by
+`make bench` / `make load` on the full runs (load/results/latest.json, `d2kit load check`).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reference_impl import design_doc
+from reference_impl.bench import check, loadtest, results, scenarios
+from reference_impl.bench.harness import ClusterShape
+
+pytestmark = pytest.mark.slow
+SHAPE = ClusterShape(workers=1, concurrency=16)
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def test_offered_load_runs_the_full_path_and_loses_nothing():
+    run = scenarios.sustained(SHAPE, rate=200, seconds=6, with_series=True)
+    assert run["drained"], "occurrences were left unfinished"
+    assert run["lost_occurrences"] == 0
+    assert run["fire_lag_ms"]["p99"] is not None  # every occurrence has an attempt with a start time
+    assert run["executions_per_second"] > 0
+    assert {"postgres", "worker", "scheduler", "machine"} <= set(run["cpu_percent"])
+    assert run["peak_rss_mb"]["worker"] > 0
+    assert any(row["completed_per_s"] for row in run["series"])
+
+
+def test_a_backlog_drains_completely():
+    drained = scenarios.drain(SHAPE, 1_000)
+    assert drained["completed"] == 1_000
+    assert drained["lost_occurrences"] == 0
+
+
+def test_a_held_snapshot_run_reports_its_effect():
+    run = scenarios.sustained(SHAPE, rate=100, seconds=8, snapshot=scenarios.HeldSnapshot(after_seconds=3,
+                                                                                          hold_seconds=2))
+    assert run["lost_occurrences"] == 0
+    assert run["held_snapshot"]["held_seconds"] >= 2
+
+
+@pytest.fixture
+def api_available():
+    pytest.importorskip("reference_impl.api.app", reason="the HTTP API (reference_impl/api) is not in this tree")
+
+
+def test_locust_api_scenario(api_available):
+    run = loadtest.scenario("api", "locustfile.py", seconds=10, users=4, max_requests=2_000, save=False,
+                            progress=_quiet)
+    assert run["requests_by_name"].get("POST /v1/jobs", 0) > 0
+    assert run["errors"] == 0
+    assert run["jobs_submitted"] > 0
+    assert run["drained"]
+    assert run["lost_occurrences"] == 0
+
+
+def test_locust_cron_scenario(api_available):
+    run = loadtest.scenario("cron", "cron_scenario.py", seconds=10, users=4, max_requests=2_000, save=False,
+                            progress=_quiet, cron_jobs=40)
+    assert run["cron_jobs"] == 40
+    assert run["errors"] == 0
+    assert run["drained"]
+    assert run["lost_occurrences"] == 0  # one occurrence per second per schedule, each finished
+
+
+def test_results_file_round_trip_feeds_the_design_doc(tmp_path):
+    path = tmp_path / "latest.json"
+    results.write("bench", {"max_rate": {"max_sustainable_per_second": 4000},
+                            "per_worker_process_per_second": 2500,
+                            "sustained": {"fire_lag_ms": {"p99": 42.0}},
+                            "scale": {"claim_transaction_ms": 2.5}}, path=path)
+    results.write("load", {"api_latency_ms": {"p50": 5, "p99": 40}, "errors": 0}, path=path)
+    data = json.loads(path.read_text())
+    assert set(data) == {"bench", "load", "summary"}
+    read = design_doc.read_load_results(path)
+    assert (read.throughput_per_second, read.dispatch_per_process, read.start_delay_p99_ms,
+            read.claim_transaction_ms) == (4000, 2500, 42.0, 2.5)
+
+
+def test_check_compares_stated_with_measured():
+    measured = {"bench": {"sustained": {"executions_per_second": 833.0, "seconds": 300, "backlog_growing": False,
+                                        "fire_lag_ms": {"p99": 50.0}, "lost_occurrences": 0,
+                                        "cpu_percent": {"postgres": 20.0, "worker": 10.0, "machine": 70.0}},
+                          "per_worker_process_per_second": 2_500.0,
+                          "max_rate": {"max_sustainable_per_second": 3_000.0}}}
+    rows = {r.figure: r for r in check.rows(measured)}
+    assert rows["peak executions/s (50,000/min)"].verdict == "pass"
+    assert rows["CPU at peak, all our processes + PostgreSQL"].verdict == "pass"
+    assert rows["maximum sustainable rate (p99 lag <= 100 ms)"].verdict == "FAIL"
+    assert rows["catch-up drain rate (50,000 backlog)"].verdict == "not measured"
+    per_worker = rows["dispatch rate of one worker process"].measured
+    assert "833 executions/s needed; measured 2,500/s per worker process -> 1 worker processes needed" in per_worker
