@@ -54,17 +54,30 @@ DECLARE
     v_inserted integer := 0;
     v_n integer;
 BEGIN
+    -- Jobs that allow overlap need no per-row decision: one set-based INSERT (the common case, and the
+    -- materialiser's throughput: a row-at-a-time loop cost ~40 us a row). The rest go through the loop.
+    INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts, reason, finished_at)
+    SELECT i.job_id, i.fire_at, j.tenant_id, j.pool, CASE WHEN i.reason IS NULL THEN 'ready' ELSE 'skipped' END,
+           i.fire_at, j.max_attempts, i.reason, CASE WHEN i.reason IS NOT NULL THEN now() END
+    FROM unnest(p_job_ids, p_fire_ats, p_reasons) AS i (job_id, fire_at, reason)
+    JOIN jobs j ON j.id = i.job_id
+    WHERE j.overlap_policy = 'allow'
+    ORDER BY i.job_id, i.fire_at
+    ON CONFLICT (job_id, fire_at) DO NOTHING;
+    GET DIAGNOSTICS v_inserted = ROW_COUNT;
+
     FOR f IN
         SELECT i.job_id, i.fire_at, i.reason, j.tenant_id, j.pool, j.max_attempts, j.overlap_policy
         FROM unnest(p_job_ids, p_fire_ats, p_reasons) AS i (job_id, fire_at, reason)
         JOIN jobs j ON j.id = i.job_id
+        WHERE j.overlap_policy <> 'allow'
         ORDER BY i.job_id, i.fire_at
     LOOP
         v_state := 'ready';
         v_reason := f.reason;
         IF v_reason IS NOT NULL THEN
             v_state := 'skipped';
-        ELSIF f.overlap_policy <> 'allow' THEN
+        ELSE
             -- Overlap policy: what to do when the previous run of this job has not finished.
             SELECT count(*) FILTER (WHERE state IN ('ready', 'running')), count(*) FILTER (WHERE state = 'waiting')
               INTO v_open, v_waiting
