@@ -240,6 +240,10 @@ register_scoring(app)
 app.add_typer(load_app, name="load")
 app.add_typer(bench_app, name="bench")
 
+from reference_impl.drills.cli import app as drill_app  # noqa: E402
+
+app.add_typer(drill_app, name="drill")
+
 
 def main() -> None:  # pragma: no cover - console entry
     app()

@@ -102,6 +102,7 @@ def _validate_fail_n(payload: dict[str, Any]) -> None:
 
 def _validate_ledger(payload: dict[str, Any]) -> None:
     _number(payload, "seconds", 0, 0, 24 * 3600)
+    _number(payload, "first_attempt_seconds", 0, 0, 24 * 3600)
     if not isinstance(payload.get("value", ""), str):
         raise ValueError("payload.value must be a string")
 
@@ -131,8 +132,11 @@ def ledger_write(ctx: JobContext) -> None:
     """Works for ``payload.seconds``, then writes ``payload.value`` to the ledger under the occurrence's
     idempotency key, through the fence. It deliberately does NOT check ``ctx.cancelled`` before writing:
     it stands for a process that was paused or partitioned and cannot know it lost its lease -- the case
-    only the storage-side fence can catch."""
+    only the storage-side fence can catch. ``payload.first_attempt_seconds``, when given, is how long the
+    FIRST attempt works: a stalled first attempt whose write lands after its retry's (worker-partition drill)."""
     seconds = _number(ctx.payload, "seconds", 0, 0, 24 * 3600)
+    if ctx.attempt == 1:
+        seconds = _number(ctx.payload, "first_attempt_seconds", seconds, 0, 24 * 3600)
     if seconds:
         threading.Event().wait(seconds)
     value = str(ctx.payload.get("value", f"written by token {ctx.token}"))

@@ -1,0 +1,298 @@
+"""The timeline picture: what a candidate would draw on the whiteboard, drawn from the recorded history.
+
+One lane per worker process; each attempt is a bar from dispatch to the moment the database closed it,
+coloured by outcome and labelled with its occurrence and fencing token. A lost attempt shows where its
+lease expired (database clock) and, dashed, how long its handler kept running unaware, up to its refused
+writes (✗). Accepted writes are ●. Fault windows are shaded, instant faults (SIGKILL) are dashed lines, the
+phases run along the bottom, and a strip on top counts dispatches per second (with the admission rate, when a
+drill has one). Drills that measure rather than run (postgres-limits) add series panels.
+
+Hand-written SVG: small, deterministic, no fonts to embed, readable in a browser and on the docs site.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+MAX_FOCUS = 14           # occurrences drawn in the lanes
+MIN_DISPATCHES_FOR_RATE = 50
+WIDTH = 1100
+LEFT, RIGHT = 150, 24    # margins: lane labels on the left
+LABEL_PX = 78            # room a bar's label needs after the bar
+ROW_H, BAR_H = 20, 12
+ROW_H_ANNOTATED = 40     # with few bars, each one is annotated in words below it
+STATE_COLOURS = {"succeeded": "#2e7d32", "lost": "#ef6c00", "failed": "#c62828", "running": "#757575",
+                 "cancelled": "#6a1b9a"}
+FAULT_COLOUR = "#d32f2f"
+
+
+@dataclass
+class Bar:
+    worker: str
+    occurrence: int
+    token: int
+    state: str
+    start: float
+    end: float | None
+    lease_expires: float | None
+    marks: list[tuple[float, str, str]] = field(default_factory=list)  # (t, symbol, what)
+
+    @property
+    def ghost_end(self) -> float | None:
+        """A handler still running after the database closed its attempt: up to its last refused write."""
+        late = [t for t, symbol, _ in self.marks if symbol == "✗"]
+        return max(late) if late and self.end is not None and max(late) > self.end else None
+
+
+@dataclass
+class Picture:
+    span: float
+    bars: list[Bar]
+    per_second: dict[int, int]
+    occurrences: int
+    shown: int
+
+
+def _seconds(moment: datetime | None, origin: datetime) -> float | None:
+    return None if moment is None else (moment - origin).total_seconds()
+
+
+def collect(conn: Connection, drill) -> Picture:
+    """Read what the picture needs from the drill's database (before it is dropped)."""
+    t0 = drill.started_at
+    focus = list(drill.focus) or [row[0] for row in conn.execute(text("""
+        SELECT o.id FROM occurrences o JOIN attempts a ON a.occurrence_id = o.id
+        GROUP BY o.id
+        ORDER BY (count(*) > 1 OR EXISTS (SELECT 1 FROM fence_rejections f WHERE f.occurrence_id = o.id)) DESC,
+                 min(a.dispatched_at), o.id
+        LIMIT :n"""), {"n": MAX_FOCUS})]
+    bars: dict[int, Bar] = {}
+    for a in conn.execute(text(
+            "SELECT token, occurrence_id, worker_id, state, dispatched_at, finished_at, lease_expires_at"
+            " FROM attempts WHERE occurrence_id = ANY(:ids) ORDER BY token"), {"ids": focus}).mappings():
+        bars[a["token"]] = Bar(a["worker_id"], a["occurrence_id"], a["token"], a["state"],
+                               _seconds(a["dispatched_at"], t0), _seconds(a["finished_at"], t0),
+                               _seconds(a["lease_expires_at"], t0) if a["state"] == "lost" else None)
+    tokens = list(bars)
+    for token, path, at in conn.execute(text(
+            "SELECT token, path, rejected_at FROM fence_rejections WHERE token = ANY(:t) ORDER BY id"),
+            {"t": tokens}):
+        bars[token].marks.append((_seconds(at, t0), "✗", f"{path.replace('_', ' ')} refused"))
+    for token, at in conn.execute(text(
+            "SELECT token, at FROM ledger_effects WHERE accepted AND token = ANY(:t) ORDER BY id"), {"t": tokens}):
+        bars[token].marks.append((_seconds(at, t0), "●", "write accepted"))
+    per_second = dict(conn.execute(text(
+        "SELECT floor(extract(epoch FROM dispatched_at - :t0))::int, count(*) FROM attempts GROUP BY 1"),
+        {"t0": t0}).all())
+    occurrences = conn.execute(text("SELECT count(*) FROM occurrences")).scalar_one()
+    ends = [drill.elapsed()] + [b.end or 0 for b in bars.values()] + [m[0] for b in bars.values() for m in b.marks]
+    shown = len({b.occurrence for b in bars.values()})
+    return Picture(max(ends) * 1.06, list(bars.values()), per_second, occurrences, shown)  # room for the last labels
+
+
+# -- drawing ------------------------------------------------------------------------------------------
+class _Svg:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def add(self, element: str) -> None:
+        self.parts.append(element)
+
+    def text(self, x: float, y: float, content: str, size: int = 11, colour: str = "#222", anchor: str = "start",
+             weight: str = "normal") -> None:
+        self.add(f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" fill="{colour}" text-anchor="{anchor}" '
+                 f'font-weight="{weight}">{html.escape(content)}</text>')
+
+    def rect(self, x: float, y: float, w: float, h: float, fill: str, extra: str = "", title: str = "") -> None:
+        body = f"<title>{html.escape(title)}</title></rect>" if title else "/>"
+        self.add(f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 1.5):.1f}" height="{h:.1f}" fill="{fill}" {extra}'
+                 + (">" + body if title else body))
+
+    def line(self, x1: float, y1: float, x2: float, y2: float, colour: str, extra: str = "") -> None:
+        self.add(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{colour}" {extra}/>')
+
+
+def _tick_step(span: float) -> float:
+    for step in (0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600):
+        if span / step <= 12:
+            return step
+    return 1200
+
+
+def _pack(bars: list[Bar], x) -> dict[str, list[list[Bar]]]:
+    """Lanes per worker (in order of first dispatch); within a lane, bars in rows that do not overlap."""
+    lanes: dict[str, list[list[Bar]]] = {}
+    for bar in sorted(bars, key=lambda b: (b.start, b.token)):
+        rows = lanes.setdefault(bar.worker, [])
+        for row in rows:
+            if _right_edge(row[-1], x) <= x(bar.start):
+                row.append(bar)
+                break
+        else:
+            rows.append([bar])
+    return lanes
+
+
+def _right_edge(bar: Bar, x) -> float:
+    ends = [bar.end or bar.start, bar.ghost_end or 0, *(m[0] for m in bar.marks)]
+    return x(max(ends)) + LABEL_PX
+
+
+def render_svg(picture: Picture, drill, result: dict[str, Any]) -> str:
+    span = max(picture.span, 1.0)
+    plot_w = WIDTH - LEFT - RIGHT
+
+    def x(t: float) -> float:
+        return LEFT + max(0.0, min(t, span)) / span * plot_w
+
+    lanes = _pack(picture.bars, x)
+    svg = _Svg()
+    y = 28
+    verdict = "PASSED" if result["passed"] else "FAILED"
+    svg.text(16, y, f"{drill.name}: {verdict}", size=16, weight="bold",
+             colour="#2e7d32" if result["passed"] else FAULT_COLOUR)
+    y += 18
+    scaled = "; ".join(f"{k}: {v}" for k, v in drill.scaled.items())
+    if scaled:
+        svg.text(16, y, scaled[:170], size=11, colour="#555")
+        y += 16
+    top = y + 14  # fault labels go here, the panels below
+
+    label_rows: list[list[tuple[float, float]]] = []
+
+    def label_y(x0: float, width: float) -> float:
+        """Stagger fault labels so they do not overwrite each other."""
+        for i, taken in enumerate(label_rows):
+            if all(x0 > b or x0 + width < a for a, b in taken):
+                taken.append((x0, x0 + width))
+                return top + 12 * i
+        label_rows.append([(x0, x0 + width)])
+        return top + 12 * (len(label_rows) - 1)
+
+    fault_labels = [(f, label_y(x(_seconds(f.start, drill.started_at)), 6.2 * len(f.label))) for f in drill.faults]
+    y = top + 12 * max(1, len(label_rows)) + 6
+    panels_top = y
+
+    # Dispatches per second (only where there are enough to make a rate)
+    if sum(picture.per_second.values()) >= MIN_DISPATCHES_FOR_RATE:
+        height = 60
+        peak = max(max(picture.per_second.values()), drill.rate_line or 0)
+        svg.text(LEFT - 8, y + 10, "dispatches/s", size=10, anchor="end", colour="#555")
+        svg.text(LEFT - 8, y + 22, f"peak {max(picture.per_second.values())}", size=10, anchor="end", colour="#555")
+        for second, count in picture.per_second.items():
+            h = count / peak * height
+            svg.rect(x(second), y + height - h, max(1.5, x(second + 1) - x(second) - 1), h, "#90a4ae")
+        if drill.rate_line:
+            ry = y + height - drill.rate_line / peak * height
+            svg.line(LEFT, ry, LEFT + plot_w, ry, FAULT_COLOUR, 'stroke-dasharray="4 3"')
+            svg.text(LEFT + plot_w, ry - 3, f"admission rate {drill.rate_line:g}/s", size=10, anchor="end",
+                     colour=FAULT_COLOUR)
+        svg.line(LEFT, y + height, LEFT + plot_w, y + height, "#999")
+        y += height + 14
+
+    # Worker lanes
+    few = len(picture.bars) <= 12
+    row_h = ROW_H_ANNOTATED if few else ROW_H
+    for worker, rows in lanes.items():
+        lane_h = row_h * len(rows) + 8
+        svg.rect(LEFT, y, plot_w, lane_h, "#f5f5f5")
+        svg.text(LEFT - 8, y + 14, worker, size=11, anchor="end", weight="bold")
+        for r, row in enumerate(rows):
+            by = y + (16 if few else 4) + r * row_h
+            for bar in row:
+                _draw_bar(svg, bar, by, x, span, few)
+        y += lane_h + 4
+    if picture.bars:
+        svg.text(LEFT, y + 12, f"lanes show {picture.shown} of {picture.occurrences} occurrences (retried or fenced "
+                 "ones first); label: occurrence · fencing token", size=10, colour="#555")
+        y += 18
+
+    # Measured series
+    for series in drill.series:
+        if not series.points:
+            continue
+        height = 70
+        values = [v for _, v in series.points]
+        peak = max(values) or 1.0
+        svg.text(LEFT - 8, y + 10, series.label, size=10, anchor="end", colour="#555")
+        svg.text(LEFT - 8, y + 22, f"max {peak:.3g} {series.unit}", size=10, anchor="end", colour="#555")
+        points = " ".join(f"{x(_seconds(t, drill.started_at)):.1f},{y + height - v / peak * height:.1f}"
+                          for t, v in series.points)
+        svg.add(f'<polyline points="{points}" fill="none" stroke="#1565c0" stroke-width="1.2"/>')
+        svg.line(LEFT, y + height, LEFT + plot_w, y + height, "#999")
+        y += height + 14
+    panels_bottom = y
+
+    # Faults over everything
+    for fault, ly in fault_labels:
+        fx = x(_seconds(fault.start, drill.started_at))
+        if fault.end is None:
+            svg.line(fx, ly + 2, fx, panels_bottom, FAULT_COLOUR, 'stroke-dasharray="3 3"')
+        else:
+            svg.rect(fx, panels_top, x(_seconds(fault.end, drill.started_at)) - fx, panels_bottom - panels_top,
+                     FAULT_COLOUR, 'fill-opacity="0.10"')
+        svg.text(fx + 2, ly, fault.label, size=10, colour=FAULT_COLOUR)
+
+    # Phases along the bottom, then the time axis
+    for i, phase in enumerate(drill.phases):
+        px0 = x(_seconds(phase.start, drill.started_at))
+        px1 = x(_seconds(phase.end or drill.now(), drill.started_at))
+        svg.rect(px0, y, px1 - px0, 16, "#eceff1" if i % 2 else "#cfd8dc")
+        if px1 - px0 > 6.0 * len(phase.label):
+            svg.text(px0 + 3, y + 12, phase.label, size=10, colour="#37474f")
+    svg.text(LEFT - 8, y + 12, "phases", size=10, anchor="end", colour="#555")
+    y += 22
+    step = _tick_step(span)
+    tick = 0.0
+    while tick <= span + 1e-9:
+        svg.line(x(tick), y, x(tick), y + 4, "#555")
+        svg.text(x(tick), y + 15, f"{tick:g}s", size=10, anchor="middle", colour="#555")
+        tick += step
+    y += 26
+    svg.text(LEFT, y, "database clock, seconds since the drill started", size=10, colour="#555")
+    y += 16
+    legend_x = LEFT
+    for state, colour in STATE_COLOURS.items():
+        svg.rect(legend_x, y - 9, 12, 10, colour)
+        svg.text(legend_x + 16, y, f"attempt {state}", size=10)
+        legend_x += 118
+    svg.text(legend_x, y, "┆ lease expiry   ✗ refused by the fence   ● accepted write   ▒ fault", size=10)
+    height = y + 12
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0f}" '
+            f'viewBox="0 0 {WIDTH} {height:.0f}" font-family="system-ui, -apple-system, Segoe UI, sans-serif">'
+            f'<rect width="100%" height="100%" fill="white"/>' + "".join(svg.parts) + "</svg>\n")
+
+
+def _draw_bar(svg: _Svg, bar: Bar, by: float, x, span: float, few: bool) -> None:
+    end = bar.end if bar.end is not None else span
+    colour = STATE_COLOURS.get(bar.state, "#757575")
+    svg.rect(x(bar.start), by, x(end) - x(bar.start), BAR_H, colour, 'rx="2"',
+             title=f"occurrence {bar.occurrence}, token {bar.token}, {bar.worker}: {bar.state}")
+    ghost = bar.ghost_end
+    if ghost is not None:
+        svg.rect(x(end), by + 2, x(ghost) - x(end), BAR_H - 4, "none",
+                 f'stroke="{colour}" stroke-dasharray="4 2"')
+        if few and x(ghost) - x(end) > 130:
+            svg.text(x(end) + 4, by + BAR_H + 9, "handler still running, unaware", size=9, colour=colour)
+    if bar.lease_expires is not None:
+        lx = x(bar.lease_expires)
+        svg.line(lx, by - 2, lx, by + BAR_H + 2, "#111", 'stroke-width="1.5" stroke-dasharray="2 1"')
+        if few:
+            svg.text(lx, by - 3, "lease expired", size=9, anchor="middle", colour="#111")
+    for i, (t, symbol, what) in enumerate(sorted(bar.marks)):
+        colour_mark = FAULT_COLOUR if symbol == "✗" else "#1b5e20"
+        svg.text(x(t), by + BAR_H - 1 - 4 * (i % 2), symbol, size=13, anchor="middle", colour=colour_mark,
+                 weight="bold")
+        if few:  # stacked, so marks close in time keep readable labels
+            svg.text(x(t) + 6, by + BAR_H + 9 + 9 * (i % 2), what, size=9, colour=colour_mark, anchor="end")
+    label = f"occ {bar.occurrence} · t{bar.token}"
+    right = max([x(end), x(ghost) if ghost else 0, *(x(m[0]) + 8 for m in bar.marks)])
+    if x(end) - x(bar.start) > 6.0 * len(label) + 6:
+        svg.text(x(bar.start) + 4, by + BAR_H - 2, label, size=9, colour="white")
+    else:
+        svg.text(right + 4, by + BAR_H - 2, label, size=9, colour="#333")
