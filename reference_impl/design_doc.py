@@ -256,6 +256,7 @@ class DrillReport:
     markdown: str | None
     verdict: str | None
     finished_at: str | None
+    mode: str | None  # quick or full
     has_timeline: bool
 
 
@@ -278,6 +279,7 @@ def read_drill_report(name: str, reports: Path | None = None) -> DrillReport | N
         markdown=report_md.read_text(encoding="utf-8") if report_md.exists() else None,
         verdict=verdict,
         finished_at=_first_text(data, "finished_at", "ran_at", "timestamp", "date"),
+        mode=_first_text(data, "mode"),
         has_timeline=(folder / "timeline.svg").exists(),
     )
 

@@ -103,20 +103,26 @@ def _demote_headings(markdown: str, levels: int) -> str:
                   markdown, flags=re.MULTILINE)
 
 
+# Lines of a published report that the drill page already shows (title, question, answer), by their start.
+_REPORT_LINES_SHOWN_ABOVE = ("# ", "> **Follow-up", "**The answer in three sentences.**")
+
+
 def drill_report(name: str) -> str:
     """The last report of a drill, with its timeline, or how to produce one."""
     drill = DRILLS_BY_NAME[name]
     report = design_doc.read_drill_report(name)
     if report is None:
         return ('!!! note "No report yet"\n\n'
-                f"    Run `d2kit drill run {drill.name}` (or `make demo` for all drills) to produce the "
-                f"report; it is published to `docs/drills/reports/{drill.name}/` and appears here.\n")
+                f"    Run `d2kit drill run {drill.name} --publish` to produce the report; it is copied to "
+                f"`docs/drills/reports/{drill.name}/` and appears here.\n")
     parts = []
-    status = ", ".join(x for x in (report.verdict, report.finished_at) if x)
+    mode = report.mode and f"{report.mode} mode"
+    status = ", ".join(x for x in (report.verdict, mode, report.finished_at) if x)
     if status:
         parts.append(f"**Last run:** {status}\n")
     prefix = f"reports/{name}/"
-    body = report.markdown or ""
+    body = "\n".join(line for line in (report.markdown or "").splitlines()
+                     if not line.startswith(_REPORT_LINES_SHOWN_ABOVE))
     if report.has_timeline and "timeline.svg" not in body:
         parts.append(f'<figure markdown="span">\n  ![Timeline of the last run]({prefix}timeline.svg)\n'
                      f"  <figcaption>Timeline of the last run of <code>{name}</code></figcaption>\n"
@@ -128,22 +134,46 @@ def drill_report(name: str) -> str:
     return "\n".join(parts)
 
 
+def _drill_module(name: str) -> Path:
+    return REPO_ROOT / "reference_impl" / "drills" / f"{name.replace('-', '_')}.py"
+
+
+def drill_module_exists(name: str) -> bool:
+    return _drill_module(name).exists()
+
+
+def drill_about(name: str) -> str:
+    """What the drill shows and how, from its module's docstring (question, answer, method paragraphs), so
+    the page says what the code does."""
+    source = _drill_module(name).read_text(encoding="utf-8")
+    docstring = ast.get_docstring(ast.parse(source)) or ""
+    paragraphs = [" ".join(p.split()).replace("``", "`") for p in docstring.split("\n\n") if p.strip()]
+    parts = []
+    if len(paragraphs) > 1:
+        parts += ["## The answer it demonstrates", "", paragraphs[1], ""]
+    if len(paragraphs) > 2:
+        method = [re.sub(r"^How the drill does it:\s*", "", p) for p in paragraphs[2:]]
+        parts += ["## How the drill does it", "", *(f"{p}\n" for p in method)]
+    return "\n".join(parts)
+
+
 def drill_run(name: str) -> str:
     """How to run a drill, where its report goes, and its code."""
     drill = DRILLS_BY_NAME[name]
-    module = f"reference_impl/drills/{name.replace('-', '_')}.py"
-    code = (design_doc.Links(site=True).code(module) if (REPO_ROOT / module).exists()
+    module = str(_drill_module(name).relative_to(REPO_ROOT))
+    code = (design_doc.Links(site=True).code(module) if drill_module_exists(name)
             else f"`{module}` (not in this checkout yet)")
     answers = (f"It answers [hidden follow-up {drill.follow_up}](../answer-key.md#fu{drill.follow_up}). "
                if drill.follow_up else "")
     return (f"{answers}It shows that {drill.proves}.\n\n"
             "```bash\n"
-            f"d2kit drill run {name}           # full timings\n"
-            f"d2kit drill run {name} --quick   # short timings, as make demo runs it\n"
+            f"d2kit drill run {name}                     # full timings\n"
+            f"d2kit drill run {name} --quick             # short timings, as make demo runs it\n"
+            f"d2kit drill run {name} --quick --publish   # and publish the report to this page\n"
             "```\n\n"
-            f"The report is published to `docs/drills/reports/{name}/` "
-            "(report.md, report.json, timeline.svg) "
-            f"and shown at the bottom of this page. Code: {code}.\n")
+            f"`--publish` copies the report (report.md, report.json, timeline.svg) to "
+            f"`docs/drills/reports/{name}/`; the last one is shown at the bottom of this page. "
+            f"Code: {code}.\n")
 
 
 def drills_table() -> str:
@@ -190,6 +220,8 @@ def define_env(env) -> None:
     env.macro(links.diagram, "diagram")
     env.macro(drill_report, "drill_report")
     env.macro(drill_run, "drill_run")
+    env.macro(drill_about, "drill_about")
+    env.macro(drill_module_exists, "drill_module_exists")
     env.macro(drills_table, "drills_table")
     env.macro(rubric, "rubric")
     env.macro(load_check_table, "load_check_table")

@@ -58,7 +58,8 @@ def test_published_drill_report_is_embedded_with_its_timeline(tmp_path, monkeypa
     folder = tmp_path / "worker-partition"
     folder.mkdir()
     (folder / "report.md").write_text(
-        "# worker-partition\n\nSee [the data](report.json).\n\n## Checks\n\nall good\n")
+        "# Drill `worker-partition`: PASSED\n\n> **Follow-up 1.** the question\n\n"
+        "See [the data](report.json).\n\n## Checks\n\nall good\n")
     (folder / "report.json").write_text(json.dumps({"passed": True, "finished_at": "2026-01-02"}))
     (folder / "timeline.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'/>")
     monkeypatch.setattr(design_doc, "DRILL_REPORTS", tmp_path)
@@ -67,7 +68,8 @@ def test_published_drill_report_is_embedded_with_its_timeline(tmp_path, monkeypa
     text = docs_site.drill_report("worker-partition")
     assert "(reports/worker-partition/timeline.svg)" in text
     assert "(reports/worker-partition/report.json)" in text  # relative links re-rooted at the drill page
-    assert "### worker-partition" in text and "#### Checks" in text  # headings demoted under the page's
+    assert "#### Checks" in text  # headings demoted under the page's "Last report"
+    assert "PASSED" not in text and "the question" not in text  # already on the page above the report
 
 
 def test_code_links_land_on_the_defining_section():
