@@ -19,6 +19,7 @@ from types import ModuleType
 
 DRILLS = {  # name -> module, in the order of the follow-ups
     "worker-partition": "worker_partition",
+    "replica-double-fire": "replica_double_fire",
 }
 
 

@@ -79,6 +79,7 @@ class Drill:
     sections: list[tuple[str, str]] = field(default_factory=list)
     phases: list[Window] = field(default_factory=list)
     faults: list[Window] = field(default_factory=list)
+    marks: list[Window] = field(default_factory=list)  # moments worth a line on the timeline, not faults
     series: list[Series] = field(default_factory=list)
     focus: list[int] = field(default_factory=list)  # occurrence ids the timeline should show
     rate_line: float | None = None                   # a dispatches/s limit to draw on the timeline
@@ -125,6 +126,9 @@ class Drill:
     def fault_instant(self, label: str) -> None:
         self.faults.append(Window(label, self.now()))
 
+    def mark(self, label: str, at: datetime) -> None:
+        self.marks.append(Window(label, at))
+
     def check(self, name: str, holds: bool, observed: Any) -> None:
         self.invariants.append(Invariant(name, bool(holds), observed))
 
@@ -160,14 +164,36 @@ class Drill:
                                  + (f" (last error: {last_error})" if last_error else ""))
             time.sleep(every)
 
-    def settle(self, timeout: float) -> None:
-        """Wait until nothing is waiting, ready or running: the history is complete."""
-        self.wait_for("every occurrence to reach a terminal state", lambda: self.scalar(
-            "SELECT count(*) = 0 FROM occurrences WHERE state IN ('waiting', 'ready', 'running')"), timeout)
+    def settle(self, timeout: float, at_least: int = 1) -> None:
+        """Wait until at least ``at_least`` occurrences exist and none is waiting, ready or running: the history
+        is complete."""
+        self.wait_for(f"at least {at_least} occurrences, all in a terminal state", lambda: self.scalar(
+            "SELECT count(*) >= :n AND count(*) FILTER (WHERE state IN ('waiting', 'ready', 'running')) = 0"
+            " FROM occurrences", n=at_least), timeout)
+
+    def kill_mid_transaction(self, member: str, timeout: float) -> bool:
+        """SIGKILL a scheduler replica the moment it is inside a transaction (materialising or reaping), as
+        pg_stat_activity shows it; if it is not caught in one within ``timeout``, kill it anyway. Returns
+        whether the kill landed mid-transaction (the evidence that the crash was the interesting kind)."""
+        deadline = time.monotonic() + timeout
+        caught = False
+        with self.engine.connect() as conn:
+            while not caught and time.monotonic() < deadline:
+                caught = bool(conn.execute(MID_TRANSACTION_SQL, {"app": f"d2-scheduler-{member}"}).scalar())
+                conn.rollback()  # each probe reads a fresh pg_stat_activity snapshot
+                time.sleep(0 if caught else 0.002)
+        self.cluster.kill(member)
+        self.fault_instant(f"SIGKILL {member}" + (" mid-transaction" if caught else ""))
+        return caught
 
     def alive_count(self) -> tuple[int, int]:
         alive = self.cluster.alive()
         return sum(alive.values()), len(alive)
+
+
+MID_TRANSACTION_SQL = text(
+    "SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = :app AND xact_start IS NOT NULL"
+    " AND state IN ('active', 'idle in transaction')")
 
 
 def _say(line: str) -> None:

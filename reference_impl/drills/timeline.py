@@ -4,7 +4,7 @@ One lane per worker process; each attempt is a bar from dispatch to the moment t
 coloured by outcome and labelled with its occurrence and fencing token. A lost attempt shows where its
 lease expired (database clock) and, dashed, how long its handler kept running unaware, up to its refused
 writes (✗). Accepted writes are ●. Fault windows are shaded, instant faults (SIGKILL) are dashed lines, the
-phases run along the bottom, and a strip on top counts dispatches per second (with the admission rate, when a
+phases run along the bottom, and a strip on top shows the dispatch rate (with the admission rate, when a
 drill has one). Drills that measure rather than run (postgres-limits) add series panels.
 
 Hand-written SVG: small, deterministic, no fonts to embed, readable in a browser and on the docs site.
@@ -21,6 +21,7 @@ from sqlalchemy import Connection, text
 
 MAX_FOCUS = 14           # occurrences drawn in the lanes
 MIN_DISPATCHES_FOR_RATE = 50
+MAX_BINS = 90
 WIDTH = 1100
 LEFT, RIGHT = 150, 24    # margins: lane labels on the left
 LABEL_PX = 78            # room a bar's label needs after the bar
@@ -29,6 +30,7 @@ ROW_H_ANNOTATED = 40     # with few bars, each one is annotated in words below i
 STATE_COLOURS = {"succeeded": "#2e7d32", "lost": "#ef6c00", "failed": "#c62828", "running": "#757575",
                  "cancelled": "#6a1b9a"}
 FAULT_COLOUR = "#d32f2f"
+MARK_COLOUR = "#1565c0"  # moments that are not faults (the 09:00:00 fire time)
 
 
 @dataclass
@@ -53,7 +55,8 @@ class Bar:
 class Picture:
     span: float
     bars: list[Bar]
-    per_second: dict[int, int]
+    per_bin: dict[int, int]  # dispatches per time bin (bin index -> count)
+    bin_s: float
     occurrences: int
     shown: int
 
@@ -65,12 +68,7 @@ def _seconds(moment: datetime | None, origin: datetime) -> float | None:
 def collect(conn: Connection, drill) -> Picture:
     """Read what the picture needs from the drill's database (before it is dropped)."""
     t0 = drill.started_at
-    focus = list(drill.focus) or [row[0] for row in conn.execute(text("""
-        SELECT o.id FROM occurrences o JOIN attempts a ON a.occurrence_id = o.id
-        GROUP BY o.id
-        ORDER BY (count(*) > 1 OR EXISTS (SELECT 1 FROM fence_rejections f WHERE f.occurrence_id = o.id)) DESC,
-                 min(a.dispatched_at), o.id
-        LIMIT :n"""), {"n": MAX_FOCUS})]
+    focus = list(drill.focus) or _sample(conn)
     bars: dict[int, Bar] = {}
     for a in conn.execute(text(
             "SELECT token, occurrence_id, worker_id, state, dispatched_at, finished_at, lease_expires_at"
@@ -86,13 +84,31 @@ def collect(conn: Connection, drill) -> Picture:
     for token, at in conn.execute(text(
             "SELECT token, at FROM ledger_effects WHERE accepted AND token = ANY(:t) ORDER BY id"), {"t": tokens}):
         bars[token].marks.append((_seconds(at, t0), "●", "write accepted"))
-    per_second = dict(conn.execute(text(
-        "SELECT floor(extract(epoch FROM dispatched_at - :t0))::int, count(*) FROM attempts GROUP BY 1"),
-        {"t0": t0}).all())
+    bin_s = next((b for b in (0.1, 0.25, 0.5, 1, 2, 5, 10, 30) if drill.elapsed() / b <= MAX_BINS), 60)
+    per_bin = dict(conn.execute(text(
+        "SELECT floor(extract(epoch FROM dispatched_at - :t0) / :b)::int, count(*) FROM attempts GROUP BY 1"),
+        {"t0": t0, "b": bin_s}).all())
     occurrences = conn.execute(text("SELECT count(*) FROM occurrences")).scalar_one()
     ends = [drill.elapsed()] + [b.end or 0 for b in bars.values()] + [m[0] for b in bars.values() for m in b.marks]
     shown = len({b.occurrence for b in bars.values()})
-    return Picture(max(ends) * 1.06, list(bars.values()), per_second, occurrences, shown)  # room for the last labels
+    span = max(ends) * 1.06  # room on the right for the last labels
+    return Picture(span, list(bars.values()), per_bin, bin_s, occurrences, shown)
+
+
+def _sample(conn: Connection) -> list[int]:
+    """Occurrences worth drawing: retried or fenced ones first, then a spread over the whole run (evenly by
+    first dispatch), so lanes show every phase rather than the first few milliseconds."""
+    interesting = [row[0] for row in conn.execute(text("""
+        SELECT o.id FROM occurrences o
+        WHERE o.attempts > 1 OR EXISTS (SELECT 1 FROM fence_rejections f WHERE f.occurrence_id = o.id)
+        ORDER BY o.id LIMIT :n"""), {"n": MAX_FOCUS})]
+    if len(interesting) >= MAX_FOCUS:
+        return interesting
+    ordered = [row[0] for row in conn.execute(text(
+        "SELECT occurrence_id FROM attempts GROUP BY occurrence_id ORDER BY min(dispatched_at)"))]
+    room = MAX_FOCUS - len(interesting)
+    spread = [ordered[round(i * (len(ordered) - 1) / max(1, room - 1))] for i in range(room)] if ordered else []
+    return list(dict.fromkeys(interesting + spread))
 
 
 # -- drawing ------------------------------------------------------------------------------------------
@@ -174,19 +190,25 @@ def render_svg(picture: Picture, drill, result: dict[str, Any]) -> str:
         label_rows.append([(x0, x0 + width)])
         return top + 12 * (len(label_rows) - 1)
 
-    fault_labels = [(f, label_y(x(_seconds(f.start, drill.started_at)), 6.2 * len(f.label))) for f in drill.faults]
+    fault_labels = [(f, label_y(x(_seconds(f.start, drill.started_at)), 6.2 * len(f.label)), FAULT_COLOUR)
+                    for f in drill.faults]
+    fault_labels += [(m, label_y(x(_seconds(m.start, drill.started_at)), 6.2 * len(m.label)), MARK_COLOUR)
+                     for m in drill.marks]
     y = top + 12 * max(1, len(label_rows)) + 6
     panels_top = y
 
     # Dispatches per second (only where there are enough to make a rate)
-    if sum(picture.per_second.values()) >= MIN_DISPATCHES_FOR_RATE:
+    if sum(picture.per_bin.values()) >= MIN_DISPATCHES_FOR_RATE:
         height = 60
-        peak = max(max(picture.per_second.values()), drill.rate_line or 0)
+        rates = {i: n / picture.bin_s for i, n in picture.per_bin.items()}
+        peak = max(max(rates.values()), drill.rate_line or 0)
         svg.text(LEFT - 8, y + 10, "dispatches/s", size=10, anchor="end", colour="#555")
-        svg.text(LEFT - 8, y + 22, f"peak {max(picture.per_second.values())}", size=10, anchor="end", colour="#555")
-        for second, count in picture.per_second.items():
-            h = count / peak * height
-            svg.rect(x(second), y + height - h, max(1.5, x(second + 1) - x(second) - 1), h, "#90a4ae")
+        svg.text(LEFT - 8, y + 22, f"peak {max(rates.values()):,.0f}/s", size=10, anchor="end", colour="#555")
+        svg.text(LEFT - 8, y + 34, f"({picture.bin_s:g} s bins)", size=10, anchor="end", colour="#555")
+        for i, rate in rates.items():
+            h = rate / peak * height
+            start, end = i * picture.bin_s, (i + 1) * picture.bin_s
+            svg.rect(x(start), y + height - h, max(1.0, x(end) - x(start) - 0.5), h, "#90a4ae")
         if drill.rate_line:
             ry = y + height - drill.rate_line / peak * height
             svg.line(LEFT, ry, LEFT + plot_w, ry, FAULT_COLOUR, 'stroke-dasharray="4 3"')
@@ -229,14 +251,14 @@ def render_svg(picture: Picture, drill, result: dict[str, Any]) -> str:
     panels_bottom = y
 
     # Faults over everything
-    for fault, ly in fault_labels:
-        fx = x(_seconds(fault.start, drill.started_at))
-        if fault.end is None:
-            svg.line(fx, ly + 2, fx, panels_bottom, FAULT_COLOUR, 'stroke-dasharray="3 3"')
+    for window, ly, colour in fault_labels:
+        fx = x(_seconds(window.start, drill.started_at))
+        if window.end is None:
+            svg.line(fx, ly + 2, fx, panels_bottom, colour, 'stroke-dasharray="3 3"')
         else:
-            svg.rect(fx, panels_top, x(_seconds(fault.end, drill.started_at)) - fx, panels_bottom - panels_top,
-                     FAULT_COLOUR, 'fill-opacity="0.10"')
-        svg.text(fx + 2, ly, fault.label, size=10, colour=FAULT_COLOUR)
+            svg.rect(fx, panels_top, x(_seconds(window.end, drill.started_at)) - fx, panels_bottom - panels_top,
+                     colour, 'fill-opacity="0.10"')
+        svg.text(fx + 2, ly, window.label, size=10, colour=colour)
 
     # Phases along the bottom, then the time axis
     for i, phase in enumerate(drill.phases):
