@@ -20,6 +20,7 @@ from types import ModuleType
 DRILLS = {  # name -> module, in the order of the follow-ups
     "worker-partition": "worker_partition",
     "replica-double-fire": "replica_double_fire",
+    "catch-up-storm": "catch_up_storm",
 }
 
 

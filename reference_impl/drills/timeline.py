@@ -13,6 +13,7 @@ Hand-written SVG: small, deterministic, no fonts to embed, readable in a browser
 from __future__ import annotations
 
 import html
+import textwrap
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -89,7 +90,8 @@ def collect(conn: Connection, drill) -> Picture:
         "SELECT floor(extract(epoch FROM dispatched_at - :t0) / :b)::int, count(*) FROM attempts GROUP BY 1"),
         {"t0": t0, "b": bin_s}).all())
     occurrences = conn.execute(text("SELECT count(*) FROM occurrences")).scalar_one()
-    ends = [drill.elapsed()] + [b.end or 0 for b in bars.values()] + [m[0] for b in bars.values() for m in b.marks]
+    phases_end = [_seconds(w.end, t0) for w in drill.phases + drill.faults if w.end is not None]
+    ends = [1.0, *phases_end] + [b.end or 0 for b in bars.values()] + [m[0] for b in bars.values() for m in b.marks]
     shown = len({b.occurrence for b in bars.values()})
     span = max(ends) * 1.06  # room on the right for the last labels
     return Picture(span, list(bars.values()), per_bin, bin_s, occurrences, shown)
@@ -173,10 +175,9 @@ def render_svg(picture: Picture, drill, result: dict[str, Any]) -> str:
     svg.text(16, y, f"{drill.name}: {verdict}", size=16, weight="bold",
              colour="#2e7d32" if result["passed"] else FAULT_COLOUR)
     y += 18
-    scaled = "; ".join(f"{k}: {v}" for k, v in drill.scaled.items())
-    if scaled:
-        svg.text(16, y, scaled[:170], size=11, colour="#555")
-        y += 16
+    for line in textwrap.wrap("; ".join(f"{k}: {v}" for k, v in drill.scaled.items()), 170):
+        svg.text(16, y, line, size=11, colour="#555")
+        y += 15
     top = y + 14  # fault labels go here, the panels below
 
     label_rows: list[list[tuple[float, float]]] = []
