@@ -120,8 +120,10 @@ END $$;
 -- lets every replica share one admission bucket, for the price of serialising claims within a pool
 -- (see the design doc, section 8, for when that stops being cheap and what replaces it).
 -- Fairness: least running-share first -- a tenant's k-th candidate ranks by (running + k) / weight,
--- so a tenant with a huge backlog gets its share and no more. SKIP LOCKED keeps claimers off rows
--- another transaction (reaper, cancel) holds.
+-- so a tenant with a huge backlog gets its share and no more. Candidates are read without locks (the pool
+-- lock already keeps other claimers out); only the chosen rows are locked, with SKIP LOCKED to step around
+-- rows another transaction (reaper, cancel) holds -- locking every candidate wrote a row lock for up to
+-- tenants x batch rows per claim to take one batch (measured: a batch-128 claim took 33 ms instead of ~5).
 -- ---------------------------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION d2_claim(p_pool text, p_worker text, p_max integer, p_lease_seconds double precision)
 RETURNS TABLE (token bigint, occurrence_id bigint, job_id bigint, fire_at timestamptz, attempt integer,
@@ -162,7 +164,6 @@ BEGIN
                 WHERE o.state = 'ready' AND o.pool = p_pool AND o.tenant_id = t.id AND o.ready_at <= now()
                 ORDER BY o.ready_at, o.id
                 LIMIT v_allow
-                FOR UPDATE SKIP LOCKED
             ) c
             WHERE t.max_running > coalesce(r.n, 0)
         ), chosen AS (
@@ -170,14 +171,20 @@ BEGIN
             WHERE cd.k <= cd.room
             ORDER BY (cd.running_n + cd.k)::double precision / cd.weight, cd.ready_at, cd.id
             LIMIT v_allow
+        ), locked AS (
+            SELECT o.id FROM occurrences o JOIN chosen ON chosen.id = o.id
+            WHERE o.state = 'ready'   -- re-checked on the latest version of a row changed meanwhile
+            FOR UPDATE OF o SKIP LOCKED
         ), claimed AS (
             UPDATE occurrences o
                SET state = 'running', attempts = o.attempts + 1, current_token = nextval('fencing_tokens')
-              FROM chosen WHERE o.id = chosen.id
+              FROM locked WHERE o.id = locked.id
             RETURNING o.id, o.job_id, o.fire_at, o.attempts, o.current_token
         ), started AS (
-            INSERT INTO attempts (token, occurrence_id, attempt, worker_id, state, lease_expires_at)
-            SELECT cl.current_token, cl.id, cl.attempts, p_worker, 'running',
+            -- dispatched_at is read AFTER the pool lock was granted (clock_timestamp, not the transaction's
+            -- now()): a claim that queued behind another must not be stamped before completions it already saw.
+            INSERT INTO attempts (token, occurrence_id, attempt, worker_id, state, dispatched_at, lease_expires_at)
+            SELECT cl.current_token, cl.id, cl.attempts, p_worker, 'running', clock_timestamp(),
                    now() + make_interval(secs => p_lease_seconds)
             FROM claimed cl
             RETURNING attempts.token, attempts.dispatched_at, attempts.lease_expires_at
