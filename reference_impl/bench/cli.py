@@ -105,8 +105,8 @@ def _record_bench(measured: dict[str, Any], quick: bool) -> dict[str, Any]:
     stamped = results.stamp({"mode": "quick" if quick else "full"})
     for part, value in measured.items():
         bench[part] = value
-        bench.setdefault("parts", {})[part] = {k: stamped[k] for k in ("measured_at", "command", "mode")}
-    bench.update({k: stamped[k] for k in ("measured_at", "command", "machine", "database")})
+        bench.setdefault("parts", {})[part] = {k: stamped[k] for k in ("measured_at", "command", "mode", "code")}
+    bench.update({k: stamped[k] for k in ("measured_at", "command", "code", "machine", "database")})
     series = (measured.get("sustained") or {}).get("series")
     results.write("bench", bench, series=series)
     return bench

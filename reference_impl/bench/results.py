@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +33,8 @@ RESULTS_DIR = Path(__file__).resolve().parent.parent.parent / "load" / "results"
 LATEST = RESULTS_DIR / "latest.json"
 SERIES = RESULTS_DIR / "series.json"
 CHART = RESULTS_DIR / "bench-timeline.svg"
+HOT_PATH = ("reference_impl/sql", "reference_impl/worker.py", "reference_impl/scheduler.py",
+            "reference_impl/materializer.py", "reference_impl/reaper.py", "reference_impl/bench")
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -48,11 +51,25 @@ def latest(path: Path = LATEST) -> dict[str, Any]:
 
 
 def stamp(section: dict[str, Any]) -> dict[str, Any]:
-    """When, how (the exact command) and on what machine: every section carries these."""
+    """When, how (the exact command), with which code and on what machine: every section carries these."""
     command = " ".join(["d2kit", *map(shlex.quote, sys.argv[1:])]) if sys.argv else "d2kit"
     return {"measured_at": datetime.now(UTC).isoformat(timespec="seconds"), "command": command,
-            "machine": harness.machine(), "database": "embedded PostgreSQL 16 (pgserver), synchronous_commit=on"
+            "code": _code_version(), "machine": harness.machine(),
+            "database": "embedded PostgreSQL 16 (pgserver), synchronous_commit=on"
             if not os.environ.get("DATABASE_URL") else "DATABASE_URL", **section}
+
+
+def _code_version() -> str:
+    """The commit measured, '+changes' when the code on the measured path differed from it."""
+    root = RESULTS_DIR.parent.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", *HOT_PATH], cwd=root, capture_output=True,
+                               text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{commit}+changes" if dirty else commit
 
 
 def write(kind: str, section: dict[str, Any], series: list[dict[str, Any]] | None = None,
