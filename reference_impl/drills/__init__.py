@@ -21,6 +21,7 @@ DRILLS = {  # name -> module, in the order of the follow-ups
     "worker-partition": "worker_partition",
     "replica-double-fire": "replica_double_fire",
     "catch-up-storm": "catch_up_storm",
+    "noisy-tenant": "noisy_tenant",
 }
 
 

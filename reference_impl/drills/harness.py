@@ -57,10 +57,11 @@ class Window:
 
 @dataclass
 class Series:
-    """A measured value over time, drawn under the timeline (e.g. claim latency)."""
+    """A measured value over time, drawn under the timeline (e.g. claim latency), with an optional limit line."""
     label: str
     unit: str
     points: list[tuple[datetime, float]] = field(default_factory=list)
+    limit: float | None = None
 
 
 @dataclass

@@ -43,6 +43,7 @@ class Bar:
     start: float
     end: float | None
     lease_expires: float | None
+    tenant: str
     marks: list[tuple[float, str, str]] = field(default_factory=list)  # (t, symbol, what)
 
     @property
@@ -72,11 +73,13 @@ def collect(conn: Connection, drill) -> Picture:
     focus = list(drill.focus) or _sample(conn)
     bars: dict[int, Bar] = {}
     for a in conn.execute(text(
-            "SELECT token, occurrence_id, worker_id, state, dispatched_at, finished_at, lease_expires_at"
-            " FROM attempts WHERE occurrence_id = ANY(:ids) ORDER BY token"), {"ids": focus}).mappings():
+            "SELECT a.token, a.occurrence_id, a.worker_id, a.state, a.dispatched_at, a.finished_at,"
+            " a.lease_expires_at, o.tenant_id FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id"
+            " WHERE a.occurrence_id = ANY(:ids) ORDER BY a.token"), {"ids": focus}).mappings():
         bars[a["token"]] = Bar(a["worker_id"], a["occurrence_id"], a["token"], a["state"],
                                _seconds(a["dispatched_at"], t0), _seconds(a["finished_at"], t0),
-                               _seconds(a["lease_expires_at"], t0) if a["state"] == "lost" else None)
+                               _seconds(a["lease_expires_at"], t0) if a["state"] == "lost" else None,
+                               a["tenant_id"])
     tokens = list(bars)
     for token, path, at in conn.execute(text(
             "SELECT token, path, rejected_at FROM fence_rejections WHERE token = ANY(:t) ORDER BY id"),
@@ -220,6 +223,7 @@ def render_svg(picture: Picture, drill, result: dict[str, Any]) -> str:
 
     # Worker lanes
     few = len(picture.bars) <= 12
+    tenants = len({b.tenant for b in picture.bars}) > 1
     row_h = ROW_H_ANNOTATED if few else ROW_H
     for worker, rows in lanes.items():
         lane_h = row_h * len(rows) + 8
@@ -228,25 +232,31 @@ def render_svg(picture: Picture, drill, result: dict[str, Any]) -> str:
         for r, row in enumerate(rows):
             by = y + (16 if few else 4) + r * row_h
             for bar in row:
-                _draw_bar(svg, bar, by, x, span, few)
+                _draw_bar(svg, bar, by, x, span, few, tenants)
         y += lane_h + 4
     if picture.bars:
         svg.text(LEFT, y + 12, f"lanes show {picture.shown} of {picture.occurrences} occurrences (retried or fenced "
-                 "ones first); label: occurrence · fencing token", size=10, colour="#555")
+                 "ones first); label: [tenant] occurrence · fencing token", size=10, colour="#555")
         y += 18
 
     # Measured series
     for series in drill.series:
         if not series.points:
             continue
-        height = 70
+        height = 60
         values = [v for _, v in series.points]
-        peak = max(values) or 1.0
-        svg.text(LEFT - 8, y + 10, series.label, size=10, anchor="end", colour="#555")
-        svg.text(LEFT - 8, y + 22, f"max {peak:.3g} {series.unit}", size=10, anchor="end", colour="#555")
+        peak = max(*values, series.limit or 0) * 1.1 or 1.0
+        for i, line in enumerate(textwrap.wrap(series.label, 24)[:3]):
+            svg.text(LEFT - 8, y + 10 + 11 * i, line, size=10, anchor="end", colour="#555")
+        svg.text(LEFT - 8, y + 46, f"max {max(values):.3g} {series.unit}", size=10, anchor="end", colour="#555")
         points = " ".join(f"{x(_seconds(t, drill.started_at)):.1f},{y + height - v / peak * height:.1f}"
                           for t, v in series.points)
         svg.add(f'<polyline points="{points}" fill="none" stroke="#1565c0" stroke-width="1.2"/>')
+        if series.limit is not None:
+            ly = y + height - series.limit / peak * height
+            svg.line(LEFT, ly, LEFT + plot_w, ly, FAULT_COLOUR, 'stroke-dasharray="4 3"')
+            svg.text(LEFT + plot_w, ly - 3, f"limit {series.limit:g} {series.unit}", size=10, anchor="end",
+                     colour=FAULT_COLOUR)
         svg.line(LEFT, y + height, LEFT + plot_w, y + height, "#999")
         y += height + 14
     panels_bottom = y
@@ -291,7 +301,7 @@ def render_svg(picture: Picture, drill, result: dict[str, Any]) -> str:
             f'<rect width="100%" height="100%" fill="white"/>' + "".join(svg.parts) + "</svg>\n")
 
 
-def _draw_bar(svg: _Svg, bar: Bar, by: float, x, span: float, few: bool) -> None:
+def _draw_bar(svg: _Svg, bar: Bar, by: float, x, span: float, few: bool, tenants: bool) -> None:
     end = bar.end if bar.end is not None else span
     colour = STATE_COLOURS.get(bar.state, "#757575")
     svg.rect(x(bar.start), by, x(end) - x(bar.start), BAR_H, colour, 'rx="2"',
@@ -313,7 +323,7 @@ def _draw_bar(svg: _Svg, bar: Bar, by: float, x, span: float, few: bool) -> None
                  weight="bold")
         if few:  # stacked, so marks close in time keep readable labels
             svg.text(x(t) + 6, by + BAR_H + 9 + 9 * (i % 2), what, size=9, colour=colour_mark, anchor="end")
-    label = f"occ {bar.occurrence} · t{bar.token}"
+    label = f"{bar.tenant + ' ' if tenants else ''}occ {bar.occurrence} · t{bar.token}"
     right = max([x(end), x(ghost) if ghost else 0, *(x(m[0]) + 8 for m in bar.marks)])
     if x(end) - x(bar.start) > 6.0 * len(label) + 6:
         svg.text(x(bar.start) + 4, by + BAR_H - 2, label, size=9, colour="white")
