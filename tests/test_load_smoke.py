@@ -13,14 +13,10 @@ import pytest
 
 from reference_impl import design_doc
 from reference_impl.bench import check, loadtest, results, scenarios
-from reference_impl.bench.harness import ClusterShape
+from reference_impl.bench.harness import ClusterShape, quiet
 
 pytestmark = pytest.mark.slow
 SHAPE = ClusterShape(workers=1, concurrency=16)
-
-
-def _quiet(_: str) -> None:
-    return None
 
 
 def test_offered_load_runs_the_full_path_and_loses_nothing():
@@ -54,7 +50,7 @@ def api_available():
 
 def test_locust_api_scenario(api_available):
     run = loadtest.scenario("api", "locustfile.py", seconds=10, users=4, max_requests=2_000, save=False,
-                            progress=_quiet)
+                            progress=quiet)
     assert run["requests_by_name"].get("POST /v1/jobs", 0) > 0
     assert run["errors"] == 0
     assert run["jobs_submitted"] > 0
@@ -64,7 +60,7 @@ def test_locust_api_scenario(api_available):
 
 def test_locust_cron_scenario(api_available):
     run = loadtest.scenario("cron", "cron_scenario.py", seconds=10, users=4, max_requests=2_000, save=False,
-                            progress=_quiet, cron_jobs=40)
+                            progress=quiet, cron_jobs=40)
     assert run["cron_jobs"] == 40
     assert run["errors"] == 0
     assert run["drained"]

@@ -103,6 +103,13 @@ SERIES_SQL = text(
     " FROM done d FULL JOIN lag l ON l.second = d.second ORDER BY 1")
 
 
+Progress = Callable[[str], None]  # how a long run reports what it is doing (a rich spinner, or nothing)
+
+
+def quiet(_: str) -> None:
+    """The progress callback that says nothing."""
+
+
 @dataclass(frozen=True)
 class ClusterShape:
     """What runs: scheduler replicas and short-pool workers, with the worker knobs the batch curve varies."""
@@ -281,7 +288,7 @@ class Rig:
         return False
 
 
-def seed_history(engine: Engine, executions: int, tenants: int, progress: Callable[[str], None]) -> None:
+def seed_history(engine: Engine, executions: int, tenants: int, progress: Progress) -> None:
     """Write ``executions`` finished executions, then VACUUM ANALYZE.
 
     Why every rig does this: PL/pgSQL caches each statement's plan, made with the table statistics of the moment.
@@ -299,10 +306,6 @@ def seed_history(engine: Engine, executions: int, tenants: int, progress: Callab
         conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("VACUUM ANALYZE"))
 
 
-def _no_progress(_: str) -> None:
-    return None
-
-
 @contextmanager
 def rig(shape: ClusterShape, prepare: Callable[[Engine], None] | None = None) -> Iterator[Rig]:
     """A fresh database on the server in use, ``shape``'s processes running on it; all removed afterwards.
@@ -316,7 +319,7 @@ def rig(shape: ClusterShape, prepare: Callable[[Engine], None] | None = None) ->
             conn.execute(text(
                 "INSERT INTO tenants (id, api_key_hash, max_running) SELECT 'bench-' || i, md5('bench-' || i), 100000"
                 " FROM generate_series(0, :n - 1) AS i"), {"n": shape.tenants})
-        seed_history(engine, HISTORY_ROWS, shape.tenants, _no_progress)
+        seed_history(engine, HISTORY_ROWS, shape.tenants, quiet)
         if prepare is not None:
             prepare(engine)
         with LocalCluster(url, Path(tempfile.mkdtemp(prefix="d2bench-"))) as cluster:

@@ -23,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from sqlalchemy import text
 
 from reference_impl import jobs, tenants
 from reference_impl.bench import harness
-from reference_impl.bench.harness import ClusterShape
+from reference_impl.bench.harness import ClusterShape, Progress
 from reference_impl.bench.results import RESULTS_DIR
 
 LOAD_DIR = RESULTS_DIR.parent
@@ -92,7 +91,7 @@ def _locust_stats(prefix: Path) -> dict[str, Any]:
 
 
 def scenario(name: str, locustfile: str, seconds: float, users: int, max_requests: int, save: bool,
-             progress: Callable[[str], None], cron_jobs: int = CRON_JOBS) -> dict[str, Any]:
+             progress: Progress, cron_jobs: int = CRON_JOBS) -> dict[str, Any]:
     shape = ClusterShape()
     with harness.rig(shape) as rig:
         with rig.engine.begin() as conn:
@@ -134,7 +133,7 @@ def scenario(name: str, locustfile: str, seconds: float, users: int, max_request
 
 
 def _measure(rig: harness.Rig, name: str, prefix: Path, began: datetime, ended: datetime,
-             meter: harness.ProcessMeter, rss: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+             meter: harness.ProcessMeter, rss: dict[str, Any], progress: Progress) -> dict[str, Any]:
     with rig.engine.begin() as conn:
         cron_ids = list(conn.execute(text("SELECT id FROM jobs WHERE schedule_kind = 'cron'")).scalars())
         for job_id in cron_ids:  # stop the schedules; what is already materialised still runs
@@ -157,7 +156,7 @@ def _measure(rig: harness.Rig, name: str, prefix: Path, began: datetime, ended: 
 
 
 def run(seconds: float, users: int, max_requests: int, save: bool,
-        progress: Callable[[str], None]) -> dict[str, Any]:
+        progress: Progress) -> dict[str, Any]:
     """Both scenarios; the top-level numbers are the API scenario's, the cron scenario's sit under 'cron'."""
     api = scenario("api", "locustfile.py", seconds, users, max_requests, save, progress)
     cron = scenario("cron", "cron_scenario.py", seconds, users, max_requests, save, progress)

@@ -24,8 +24,8 @@ from typing import Any
 
 from reference_impl import db
 from reference_impl.bench import scenarios
-from reference_impl.bench.harness import ClusterShape
-from reference_impl.bench.scenarios import Progress, median_of
+from reference_impl.bench.harness import ClusterShape, Progress, quiet
+from reference_impl.bench.scenarios import median_of
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 BENCH_ENV = PROJECT_ROOT / ".venv-bench"
@@ -40,7 +40,7 @@ def bench_python() -> Path:
     return BENCH_ENV / "bin" / "python"
 
 
-def ensure_env(progress: Progress = scenarios._quiet) -> Path:
+def ensure_env(progress: Progress = quiet) -> Path:
     """Create ``.venv-bench/`` with the peers if it is missing; return its python."""
     python = bench_python()
     check = [str(python), "-c", "import pgqueuer, procrastinate, asyncpg"]
@@ -84,7 +84,7 @@ def _ours(mode: str, shape: ClusterShape, lag_seconds: float, saturate_seconds: 
 
 
 def compare(shape: ClusterShape, rounds: int = 3, lag_seconds: float = 30, saturate_seconds: float = 20,
-            backlog: int = 20_000, progress: Progress = scenarios._quiet) -> dict[str, Any]:
+            backlog: int = 20_000, progress: Progress = quiet) -> dict[str, Any]:
     """Rounds of (lag, saturate, drain) x (ours, pgqueuer, procrastinate), alternating; medians and ratios."""
     ensure_env(progress)
     systems = ("ours", *PEER_NAMES)

@@ -24,8 +24,7 @@ from sqlalchemy import Engine, text
 
 from reference_impl import materializer
 from reference_impl.bench import harness, scenarios
-from reference_impl.bench.harness import ClusterShape
-from reference_impl.bench.scenarios import Progress
+from reference_impl.bench.harness import ClusterShape, Progress, quiet
 
 POPULATE_CHUNK = 1_000_000  # rows per statement: bounded transactions, visible progress
 SCHEDULED_JOBS_SQL = text(
@@ -104,7 +103,7 @@ def measure(shape: ClusterShape, scheduled: int, history: int, backlog: int, cla
 
 
 def compare(shape: ClusterShape, small: int, large: int, history: int, backlog: int, claim_batch: int,
-            progress: Progress = scenarios._quiet) -> dict[str, Any]:
+            progress: Progress = quiet) -> dict[str, Any]:
     """Small vs large: is claim throughput within 10% (the issue's goal) and latency flat?"""
     runs = [measure(shape, small, 0, backlog, claim_batch, progress),
             measure(shape, large, history, backlog, claim_batch, progress)]

@@ -19,19 +19,14 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from reference_impl.bench import harness
-from reference_impl.bench.harness import ClusterShape
+from reference_impl.bench.harness import ClusterShape, Progress, quiet
 
-Progress = Callable[[str], None]
 LAG_LIMIT_MS = 100.0          # the issue's fire-lag goal: p99 scheduled time -> handler start
 WARMUP_SECONDS = 3.0          # the first seconds of a run are process start-up, not the steady state
 DRAIN_TIMEOUT_SECONDS = 300.0
 GROWTH_TOLERANCE = 0.02       # backlog growing by less than 2% of the offered rate per second is "not growing"
 SATURATE_DEPTH = 2_000        # the same queue depth peer_runner.py keeps for the peers
 SATURATE_CHUNK = 1_000
-
-
-def _quiet(_: str) -> None:
-    return None
 
 
 @dataclass(frozen=True)
@@ -41,7 +36,7 @@ class HeldSnapshot:
 
 
 def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: HeldSnapshot | None = None,
-              with_series: bool = False, progress: Progress = _quiet) -> dict[str, Any]:
+              with_series: bool = False, progress: Progress = quiet) -> dict[str, Any]:
     """``rate`` executions/s offered for ``seconds`` (plus warm-up) through the full path; measured over the
     steady part. With ``snapshot``, a REPEATABLE READ transaction holds its snapshot open for part of the run."""
     with harness.rig(shape) as rig:
@@ -122,7 +117,7 @@ def _snapshot_effect(rig: harness.Rig, window: dict[str, Any], rate: float) -> d
             "offered_per_second": rate}
 
 
-def drain(shape: ClusterShape, backlog: int, progress: Progress = _quiet,
+def drain(shape: ClusterShape, backlog: int, progress: Progress = quiet,
           prepare: Callable[[Engine], None] | None = None) -> dict[str, Any]:
     """``backlog`` overdue occurrences appear in one commit while the workers idle: executions/s to clear them.
     ``prepare`` fills the database first (scale.py: millions of scheduled jobs)."""
@@ -145,7 +140,7 @@ def drain(shape: ClusterShape, backlog: int, progress: Progress = _quiet,
                 "peak_rss_mb": rig.peak_rss(), "cluster": shape.describe()}
 
 
-def saturate(shape: ClusterShape, seconds: float, progress: Progress = _quiet) -> dict[str, Any]:
+def saturate(shape: ClusterShape, seconds: float, progress: Progress = quiet) -> dict[str, Any]:
     """Executions/s with the queue never empty: whenever fewer than ``SATURATE_DEPTH`` occurrences are due, another
     ``SATURATE_CHUNK`` appear (the peers are driven the same way in peer_runner.py)."""
     with harness.rig(shape) as rig:
@@ -171,7 +166,7 @@ def saturate(shape: ClusterShape, seconds: float, progress: Progress = _quiet) -
                 "cpu_percent": meter.cpu_percent(), "cluster": shape.describe()}
 
 
-def max_rate(shape: ClusterShape, rates: list[float], seconds: float, progress: Progress = _quiet) -> dict[str, Any]:
+def max_rate(shape: ClusterShape, rates: list[float], seconds: float, progress: Progress = quiet) -> dict[str, Any]:
     """Step the offered rate up; the maximum sustainable rate is the highest step with p99 fire lag within the
     limit, a backlog that does not grow, and nothing lost. Stops at the first step that fails."""
     steps = []
@@ -195,7 +190,7 @@ def _sustainable(run: dict[str, Any]) -> bool:
 
 
 def batch_curve(base: ClusterShape, batches: list[int], worker_counts: list[int], backlog: int,
-                progress: Progress = _quiet) -> list[dict[str, Any]]:
+                progress: Progress = quiet) -> list[dict[str, Any]]:
     """Drain rate for every (claim batch, worker processes) pair -- the curve that says what batching buys."""
     points = []
     for workers in worker_counts:
