@@ -22,6 +22,7 @@ DRILLS = {  # name -> module, in the order of the follow-ups
     "replica-double-fire": "replica_double_fire",
     "catch-up-storm": "catch_up_storm",
     "noisy-tenant": "noisy_tenant",
+    "proof-of-execution": "proof_of_execution",
 }
 
 

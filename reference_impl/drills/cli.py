@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.table import Table
 
 from reference_impl import drills as registry
@@ -106,6 +107,8 @@ def _print_verdict(result: dict[str, Any]) -> None:
     console.print(table)
     if result["scaled"]:
         console.print("scaled: " + "; ".join(f"{k}: {v}" for k, v in result["scaled"].items()))
+    for note in result.get("notes", []):
+        console.print(Markdown(note))
     console.print(f"report: {result['report']}  ({result['duration_s']} s)\n")
 
 

@@ -328,6 +328,7 @@ def run_drill(name: str, *, quick: bool, negative_control: bool = False, publish
         "negative_control": registry.negative_control(module) if negative_control else None,
         "duration_s": round(time.monotonic() - started, 1),
         "metrics": drill.metrics,
+        "notes": drill.notes,
     }
     report.write(out, module, drill, result, timeline.render_svg(picture, drill, result))
     if publish:

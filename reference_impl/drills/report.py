@@ -20,8 +20,7 @@ OBSERVED_CHARS = 400  # in the markdown table; report.json has everything
 
 def write(out: Path, module: ModuleType, drill, result: dict[str, Any], svg: str) -> None:
     document = {**result, "question": registry.question(module), "answer": registry.answer(module),
-                "phases": _windows(drill, drill.phases), "faults": _windows(drill, drill.faults),
-                "notes": drill.notes}
+                "phases": _windows(drill, drill.phases), "faults": _windows(drill, drill.faults)}
     (out / "report.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
     (out / "timeline.svg").write_text(svg)
     (out / "report.md").write_text(markdown(module, drill, result))

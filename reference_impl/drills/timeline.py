@@ -235,8 +235,9 @@ def render_svg(picture: Picture, drill, result: dict[str, Any]) -> str:
                 _draw_bar(svg, bar, by, x, span, few, tenants)
         y += lane_h + 4
     if picture.bars:
-        svg.text(LEFT, y + 12, f"lanes show {picture.shown} of {picture.occurrences} occurrences (retried or fenced "
-                 "ones first); label: [tenant] occurrence · fencing token", size=10, colour="#555")
+        svg.text(LEFT, y + 12, f"lanes show {picture.shown} of {picture.occurrences:,} occurrences (retried or fenced "
+                 f"ones first); label: {'tenant, ' if tenants else ''}occurrence · fencing token", size=10,
+                 colour="#555")
         y += 18
 
     # Measured series
