@@ -153,6 +153,7 @@ def drill_about(name: str) -> str:
         parts += ["## The answer it demonstrates", "", paragraphs[1], ""]
     if len(paragraphs) > 2:
         method = [re.sub(r"^How the drill does it:\s*", "", p) for p in paragraphs[2:]]
+        method = [p[:1].upper() + p[1:] for p in method]
         parts += ["## How the drill does it", "", *(f"{p}\n" for p in method)]
     return "\n".join(parts)
 
