@@ -341,7 +341,7 @@ def catch_up(scale: dict, cap: capacity.Capacity) -> Scene:
     def x_of(quarter: float) -> float:
         return x0 + quarter * step
 
-    s.box(x_of(0.1), 95, x_of(8.35) - x_of(0.1), 640, "", colors=RED, dashed=True, fill_style="hachure")
+    s.box(x_of(0.2), 95, x_of(8.35) - x_of(0.2), 640, "", colors=RED, dashed=True, fill_style="hachure")
     s.text(x_of(4.2), 100, "every scheduler replica down", size=20, align="center", color=RED[1])
     for quarter, label in enumerate(times):
         s.text(x_of(quarter), 135, label, size=18, align="center", color=GREY[1])
