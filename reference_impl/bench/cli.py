@@ -64,37 +64,36 @@ def _progress() -> Iterator[Callable[[str], None]]:
         yield lambda message: bar.update(task, description=message)
 
 
-def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> dict[str, Any]:
-    """Run the chosen parts in a fixed order; returns {part: result}."""
+def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> Iterator[tuple[str, Any]]:
+    """Run the chosen parts in a fixed order, yielding (part, result) as each finishes (so each is saved even
+    if a later one fails)."""
     from reference_impl.bench import peers, scale, scenarios
     from reference_impl.bench.harness import ClusterShape
 
     shape = ClusterShape()
-    out: dict[str, Any] = {}
     if "sustained" in parts:
-        out["sustained"] = scenarios.sustained(shape, 833, plan.sustained_seconds, with_series=True,
+        yield "sustained", scenarios.sustained(shape, 833, plan.sustained_seconds, with_series=True,
                                                progress=progress)
     if "drain" in parts:
-        out["drain"] = scenarios.drain(shape, plan.backlog, progress=progress)
+        yield "drain", scenarios.drain(shape, plan.backlog, progress=progress)
     if "batch_curve" in parts:
         curve = scenarios.batch_curve(shape, list(plan.curve_batches), list(plan.curve_workers), plan.curve_backlog,
                                       progress=progress)
-        out["batch_curve"] = curve
+        yield "batch_curve", curve
         one = [p["executions_per_second"] for p in curve if p["workers"] == 1]
-        out["per_worker_process_per_second"] = max(one) if one else None
+        yield "per_worker_process_per_second", max(one) if one else None
     if "max_rate" in parts:
-        out["max_rate"] = scenarios.max_rate(shape, list(plan.rates), plan.step_seconds, progress=progress)
+        yield "max_rate", scenarios.max_rate(shape, list(plan.rates), plan.step_seconds, progress=progress)
     if "held_snapshot" in parts:
         snapshot = scenarios.HeldSnapshot(after_seconds=plan.hold_after_seconds, hold_seconds=plan.hold_seconds)
-        out["held_snapshot"] = scenarios.sustained(shape, 833, plan.hold_total_seconds, snapshot=snapshot,
+        yield "held_snapshot", scenarios.sustained(shape, 833, plan.hold_total_seconds, snapshot=snapshot,
                                                    progress=progress)
     if "scale" in parts:
-        out["scale"] = scale.compare(shape, plan.scale_small, plan.scale_large, plan.scale_history,
+        yield "scale", scale.compare(shape, plan.scale_small, plan.scale_large, plan.scale_history,
                                      plan.scale_backlog, claim_batch=10, progress=progress)
     if "peers" in parts:
-        out["peers"] = peers.compare(shape, plan.peer_rounds, plan.peer_lag_seconds, plan.peer_saturate_seconds,
+        yield "peers", peers.compare(shape, plan.peer_rounds, plan.peer_lag_seconds, plan.peer_saturate_seconds,
                                      plan.peer_backlog, progress=progress)
-    return out
 
 
 def _record_bench(measured: dict[str, Any], quick: bool) -> dict[str, Any]:
@@ -130,10 +129,12 @@ def bench_run(
     if unknown:
         console.print(f"[red]error:[/] unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
         raise typer.Exit(2)
+    measured: dict[str, Any] = {}
     with _progress() as progress:
-        measured = run_parts(parts, QUICK if quick else FULL, progress)
-    if save:
-        _record_bench(measured, quick)
+        for part, result in run_parts(parts, QUICK if quick else FULL, progress):
+            measured[part] = result
+            if save:
+                _record_bench({part: result}, quick)
     if as_json:
         print(json.dumps(measured, indent=2, default=str))
     else:
@@ -149,7 +150,7 @@ def bench_peers(
     """Ours vs pgqueuer vs procrastinate on the same PostgreSQL, alternating rounds, medians (creates .venv-bench/
     with pip on first use)."""
     with _progress() as progress:
-        measured = run_parts(["peers"], QUICK if quick else FULL, progress)
+        measured = dict(run_parts(["peers"], QUICK if quick else FULL, progress))
     if save:
         _record_bench(measured, quick)
     if as_json:
