@@ -23,6 +23,7 @@ DRILLS = {  # name -> module, in the order of the follow-ups
     "catch-up-storm": "catch_up_storm",
     "noisy-tenant": "noisy_tenant",
     "proof-of-execution": "proof_of_execution",
+    "postgres-limits": "postgres_limits",
 }
 
 

@@ -85,6 +85,7 @@ class Drill:
     focus: list[int] = field(default_factory=list)  # occurrence ids the timeline should show
     rate_line: float | None = None                   # a dispatches/s limit to draw on the timeline
     live_stats: bool = True                          # the live view counts occurrences (off for huge tables)
+    show_lanes: bool = True                          # worker lanes on the timeline (off when no worker ran)
 
     def __post_init__(self) -> None:
         self.started_at = self.db_clock()

@@ -13,6 +13,7 @@ Hand-written SVG: small, deterministic, no fonts to embed, readable in a browser
 from __future__ import annotations
 
 import html
+import statistics
 import textwrap
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +24,7 @@ from sqlalchemy import Connection, text
 MAX_FOCUS = 14           # occurrences drawn in the lanes
 MIN_DISPATCHES_FOR_RATE = 50
 MAX_BINS = 90
+SMOOTH_FROM = 300        # series with more samples are drawn with a rolling median
 WIDTH = 1100
 LEFT, RIGHT = 150, 24    # margins: lane labels on the left
 LABEL_PX = 78            # room a bar's label needs after the bar
@@ -70,7 +72,7 @@ def _seconds(moment: datetime | None, origin: datetime) -> float | None:
 def collect(conn: Connection, drill) -> Picture:
     """Read what the picture needs from the drill's database (before it is dropped)."""
     t0 = drill.started_at
-    focus = list(drill.focus) or _sample(conn)
+    focus = (list(drill.focus) or _sample(conn)) if drill.show_lanes else []
     bars: dict[int, Bar] = {}
     for a in conn.execute(text(
             "SELECT a.token, a.occurrence_id, a.worker_id, a.state, a.dispatched_at, a.finished_at,"
@@ -143,6 +145,12 @@ def _tick_step(span: float) -> float:
         if span / step <= 12:
             return step
     return 1200
+
+
+def _rolling_median(points: list[tuple[datetime, float]], window: int) -> list[tuple[datetime, float]]:
+    half = max(1, window // 2)
+    return [(t, statistics.median(v for _, v in points[max(0, i - half):i + half + 1]))
+            for i, (t, _) in enumerate(points)]
 
 
 def _pack(bars: list[Bar], x) -> dict[str, list[list[Bar]]]:
@@ -242,24 +250,8 @@ def render_svg(picture: Picture, drill, result: dict[str, Any]) -> str:
 
     # Measured series
     for series in drill.series:
-        if not series.points:
-            continue
-        height = 60
-        values = [v for _, v in series.points]
-        peak = max(*values, series.limit or 0) * 1.1 or 1.0
-        for i, line in enumerate(textwrap.wrap(series.label, 24)[:3]):
-            svg.text(LEFT - 8, y + 10 + 11 * i, line, size=10, anchor="end", colour="#555")
-        svg.text(LEFT - 8, y + 46, f"max {max(values):.3g} {series.unit}", size=10, anchor="end", colour="#555")
-        points = " ".join(f"{x(_seconds(t, drill.started_at)):.1f},{y + height - v / peak * height:.1f}"
-                          for t, v in series.points)
-        svg.add(f'<polyline points="{points}" fill="none" stroke="#1565c0" stroke-width="1.2"/>')
-        if series.limit is not None:
-            ly = y + height - series.limit / peak * height
-            svg.line(LEFT, ly, LEFT + plot_w, ly, FAULT_COLOUR, 'stroke-dasharray="4 3"')
-            svg.text(LEFT + plot_w, ly - 3, f"limit {series.limit:g} {series.unit}", size=10, anchor="end",
-                     colour=FAULT_COLOUR)
-        svg.line(LEFT, y + height, LEFT + plot_w, y + height, "#999")
-        y += height + 14
+        if series.points:
+            y = _draw_series(svg, series, y, x, plot_w, drill.started_at)
     panels_bottom = y
 
     # Faults over everything
@@ -300,6 +292,36 @@ def render_svg(picture: Picture, drill, result: dict[str, Any]) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0f}" '
             f'viewBox="0 0 {WIDTH} {height:.0f}" font-family="system-ui, -apple-system, Segoe UI, sans-serif">'
             f'<rect width="100%" height="100%" fill="white"/>' + "".join(svg.parts) + "</svg>\n")
+
+
+def _draw_series(svg: _Svg, series, y: float, x, plot_w: float, t0: datetime) -> float:
+    """One panel: the series against time, with its limit line; returns the y below it."""
+    height = 60
+    values = [v for _, v in series.points]
+    smooth = len(values) > SMOOTH_FROM
+    top = sorted(values)[int(len(values) * 0.98)] * 1.5 if smooth else max(values)  # outliers must not flatten it
+    peak = max(top, series.limit or 0) * 1.1 or 1.0
+    for i, line in enumerate(textwrap.wrap(series.label, 24)[:3]):
+        svg.text(LEFT - 8, y + 10 + 11 * i, line, size=10, anchor="end", colour="#555")
+    svg.text(LEFT - 8, y + 46, f"max {max(values):.3g} {series.unit}", size=10, anchor="end", colour="#555")
+
+    def polyline(points, style: str) -> None:
+        coords = " ".join(f"{x(_seconds(t, t0)):.1f},{y + height - min(v, peak) / peak * height:.1f}"
+                          for t, v in points)
+        svg.add(f'<polyline points="{coords}" fill="none" stroke="#1565c0" {style}/>')
+
+    if smooth:  # noisy samples: faint (clipped at the top), with their rolling median on top
+        polyline(series.points, 'stroke-width="0.6" stroke-opacity="0.3"')
+        polyline(_rolling_median(series.points, len(series.points) // 60), 'stroke-width="1.8"')
+    else:
+        polyline(series.points, 'stroke-width="1.2"')
+    if series.limit is not None:
+        ly = y + height - series.limit / peak * height
+        svg.line(LEFT, ly, LEFT + plot_w, ly, FAULT_COLOUR, 'stroke-dasharray="4 3"')
+        svg.text(LEFT + plot_w, ly - 3, f"limit {series.limit:g} {series.unit}", size=10, anchor="end",
+                 colour=FAULT_COLOUR)
+    svg.line(LEFT, y + height, LEFT + plot_w, y + height, "#999")
+    return y + height + 14
 
 
 def _draw_bar(svg: _Svg, bar: Bar, by: float, x, span: float, few: bool, tenants: bool) -> None:
