@@ -5,7 +5,8 @@ fault, runs a workload, then checks invariants on the history recorded in the da
 is the list ``d2kit drill list`` prints; modules are imported only when a drill runs, so ``d2kit`` starts fast.
 
 A drill module starts with the follow-up question (first docstring paragraph) and the answer in three
-sentences (second paragraph), and defines ``FOLLOW_UP`` (its number in the prompt), ``run(drill)`` and
+sentences (second paragraph), and defines ``FOLLOW_UP`` (its number among the prompt's hidden follow-ups, or
+None for a failure the prompt itself names), ``run(drill)`` and
 optionally ``NEGATIVE_CONTROL`` (what ``--negative-control`` switches off to show an invariant can fail) and
 ``private_server()`` (a context manager yielding the server URL to use instead of the shared one).
 """
@@ -24,6 +25,9 @@ DRILLS = {  # name -> module, in the order of the follow-ups
     "noisy-tenant": "noisy_tenant",
     "proof-of-execution": "proof_of_execution",
     "postgres-limits": "postgres_limits",
+    "clock-skew": "clock_skew",
+    "scheduler-crash": "scheduler_crash",
+    "postgres-restart": "postgres_restart",
 }
 
 
@@ -43,6 +47,11 @@ def answer(module: ModuleType) -> str:
 
 def _paragraphs(module: ModuleType) -> list[str]:
     return [" ".join(p.split()) for p in (module.__doc__ or "").strip().split("\n\n")]
+
+
+def source(module: ModuleType) -> str:
+    """Where the question comes from: one of the prompt's seven hidden follow-ups, or the prompt itself."""
+    return f"Follow-up {module.FOLLOW_UP}" if module.FOLLOW_UP else "From the prompt"
 
 
 def negative_control(module: ModuleType) -> str | None:

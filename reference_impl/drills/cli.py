@@ -42,7 +42,8 @@ def list_drills(as_json: bool = typer.Option(False, "--json", help="Machine-read
     for column in ("drill", "follow-up", "question", "negative control"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(row["drill"], str(row["follow_up"]), row["question"], "yes" if row["negative_control"] else "")
+        table.add_row(row["drill"], str(row["follow_up"] or "prompt"), row["question"],
+                      "yes" if row["negative_control"] else "")
     console.print(table)
 
 
@@ -95,7 +96,8 @@ def run_all(
 
 def _print_verdict(result: dict[str, Any]) -> None:
     mark = "[bold green]PASSED[/]" if result["passed"] else "[bold red]FAILED[/]"
-    table = Table(title=f"{result['drill']} (follow-up {result['follow_up']}, {result['mode']}): {mark}",
+    source = f"follow-up {result['follow_up']}" if result["follow_up"] else "from the prompt"
+    table = Table(title=f"{result['drill']} ({source}, {result['mode']}): {mark}",
                   title_justify="left", show_lines=False)
     table.add_column("", width=2)
     table.add_column("invariant (from the database's history)", overflow="fold", ratio=3)
@@ -118,6 +120,7 @@ def _verdict_table(results: list[dict[str, Any]]) -> Table:
         table.add_column(column, overflow="fold")
     for r in results:
         held = sum(i["holds"] for i in r["invariants"])
-        table.add_row(str(r["follow_up"]), r["drill"], "[green]PASSED[/]" if r["passed"] else "[red]FAILED[/]",
-                      f"{held}/{len(r['invariants'])}", f"{r['duration_s']} s", r["report"])
+        verdict = "[green]PASSED[/]" if r["passed"] else "[red]FAILED[/]"
+        table.add_row(str(r["follow_up"] or "prompt"), r["drill"], verdict, f"{held}/{len(r['invariants'])}",
+                      f"{r['duration_s']} s", r["report"])
     return table

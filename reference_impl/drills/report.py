@@ -50,7 +50,7 @@ def markdown(module: ModuleType, drill, result: dict[str, Any]) -> str:
     lines = [
         f"# Drill `{drill.name}`: {verdict}",
         "",
-        f"> **Follow-up {module.FOLLOW_UP}.** {registry.question(module)}",
+        f"> **{registry.source(module)}.** {registry.question(module)}",
         "",
         f"**The answer in three sentences.** {registry.answer(module)}",
         "",
