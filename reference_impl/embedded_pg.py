@@ -24,13 +24,19 @@ def data_dir() -> Path:
     return Path(os.environ.get("D2KIT_PGDATA", PROJECT_ROOT / ".pgdata")).resolve()
 
 
-def _server():
+def _server(pgdata: Path | None = None, cleanup_mode: str | None = None):
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, root shells); pgserver then uses /tmp.
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
         import pgserver  # imported lazily: it is only needed when DATABASE_URL is unset
 
-        return pgserver.get_server(data_dir(), cleanup_mode=None)
+        return pgserver.get_server(pgdata or data_dir(), cleanup_mode=cleanup_mode)
+
+
+def start_private(pgdata: Path) -> str:
+    """A server of its own in ``pgdata`` -- the postgres-restart drill restarts it, never the shared one.
+    Stopped by ``stop(pgdata)``, or when this process exits. Returns its URL."""
+    return _server(pgdata, cleanup_mode="stop").get_uri()
 
 
 def ensure_running() -> str:
@@ -53,24 +59,24 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _pg_ctl(*args: str) -> None:
+def _pg_ctl(*args: str, pgdata: Path | None = None) -> None:
     from pgserver import _commands
 
     user = "pgserver" if os.geteuid() == 0 else None
-    _commands.pg_ctl(["-w", *args], pgdata=data_dir(), user=user, timeout=60)
+    _commands.pg_ctl(["-w", *args], pgdata=pgdata or data_dir(), user=user, timeout=60)
 
 
-def restart() -> None:
+def restart(pgdata: Path | None = None) -> None:
     """Restart the server in place (fast shutdown): clients see their connections cut, then reconnect."""
-    _pg_ctl("-m", "fast", "restart")
+    _pg_ctl("-m", "fast", "restart", pgdata=pgdata)
 
 
-def stop() -> bool:
+def stop(pgdata: Path | None = None) -> bool:
     """Stop the server if it runs; return whether it was running."""
-    if not (data_dir() / "postmaster.pid").exists():
+    if not ((pgdata or data_dir()) / "postmaster.pid").exists():
         return False
     try:
-        _pg_ctl("-m", "fast", "stop")
+        _pg_ctl("-m", "fast", "stop", pgdata=pgdata)
     except subprocess.CalledProcessError:
         return False
     return True
