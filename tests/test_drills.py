@@ -88,3 +88,24 @@ def test_proxy_cut_drops_live_connections_and_blackholes_new_ones_until_healed(d
         finally:
             engine.dispose()
     assert proxy.stats.dropped >= 1 and proxy.stats.blackholed >= 1
+
+
+@pytest.mark.drill
+@pytest.mark.slow
+def test_catch_up_storm_without_the_admission_bucket_breaks_the_stated_rate():
+    result, status = run_drill("catch-up-storm", "--quick", "--negative-control")
+    assert status == 1 and not result["passed"]
+    rate = invariant(result, "admission rate held")
+    assert not rate["holds"] and rate["observed"]["peak_dispatches_in_1s"] > rate["observed"]["allowed"]
+    # the policies' promises do not depend on the bucket: they still hold
+    assert all(i["holds"] for i in result["invariants"] if i["name"].startswith("misfire policy"))
+
+
+@pytest.mark.drill
+@pytest.mark.slow
+def test_noisy_tenant_without_isolation_starves_the_victim():
+    result, status = run_drill("noisy-tenant", "--quick", "--negative-control")
+    assert status == 1 and not result["passed"]
+    wait = invariant(result, "the victim's worst wait")
+    assert not wait["holds"] and wait["observed"]["wait_s"]["p100"] > 2
+    assert invariant(result, "the flood was real")["holds"]
