@@ -7,6 +7,7 @@ to have its network cut (drills/proxy.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -26,6 +27,15 @@ class Member:
     @property
     def alive(self) -> bool:
         return self.popen.poll() is None
+
+
+def _group_alive(pgid: int) -> bool:
+    """Is any process of the group left (e.g. a wrapped command whose wrapper already exited)?"""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @dataclass
@@ -73,27 +83,26 @@ class LocalCluster:
         self._signal(name, signal.SIGCONT)
 
     def _signal(self, name: str, sig: signal.Signals) -> None:
-        os.kill(self.members[name].popen.pid, sig)
+        # The member's whole process group (each is a session leader): under a wrapper such as faketime, which
+        # forks its command, signalling the wrapper's pid alone would leave the real process running.
+        os.killpg(self.members[name].popen.pid, sig)
 
     def alive(self) -> dict[str, bool]:
         return {name: m.alive for name, m in self.members.items()}
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM everyone (graceful: workers finish or hand back their attempts), then SIGKILL stragglers."""
-        for member in self.members.values():
-            if member.alive:
-                try:
-                    os.kill(member.popen.pid, signal.SIGCONT)  # a paused process cannot handle SIGTERM
-                    member.popen.terminate()
-                except ProcessLookupError:
-                    pass
+        for name in self.members:
+            for sig in (signal.SIGCONT, signal.SIGTERM):  # a paused process cannot handle SIGTERM
+                with contextlib.suppress(ProcessLookupError):
+                    self._signal(name, sig)
         deadline = time.monotonic() + timeout
-        for member in self.members.values():
-            try:
-                member.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                member.popen.kill()
-                member.popen.wait(timeout=5)
+        for name, member in self.members.items():
+            while time.monotonic() < deadline and (member.alive or _group_alive(member.popen.pid)):
+                time.sleep(0.05)
+            with contextlib.suppress(ProcessLookupError):
+                self._signal(name, signal.SIGKILL)
+            member.popen.wait(timeout=5)
 
     def __enter__(self) -> LocalCluster:
         return self
