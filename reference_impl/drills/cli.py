@@ -78,12 +78,16 @@ def run_all(
     """Run every drill in follow-up order and print a verdict table; exit 0 only when every invariant holds."""
     from reference_impl.drills.harness import run_drill
 
+    if not as_json:
+        console.print(f"[bold]D2 Kit failure drills[/] ({'quick' if quick else 'full'} mode): {len(registry.DRILLS)} "
+                      "drills, each its own cluster of real processes on real PostgreSQL, a real fault, and "
+                      "invariants checked on the recorded history. Full reports: reports/drills/<name>/.\n")
     results = []
     for name in registry.DRILLS:
         result = run_drill(name, quick=quick, publish=publish, live=not as_json)
         results.append(result)
         if not as_json:
-            _print_verdict(result)
+            _print_summary(result)
     passed = all(r["passed"] for r in results)
     if as_json:
         print(json.dumps({"passed": passed, "drills": results}, indent=2, default=str))
@@ -112,6 +116,17 @@ def _print_verdict(result: dict[str, Any]) -> None:
     for note in result.get("notes", []):
         console.print(Markdown(note))
     console.print(f"report: {result['report']}  ({result['duration_s']} s)\n")
+
+
+def _print_summary(result: dict[str, Any]) -> None:
+    """One line per drill in `drill all`; the invariants that failed, if any, spelled out."""
+    held = sum(i["holds"] for i in result["invariants"])
+    mark = "[green]✓ PASSED[/]" if result["passed"] else "[red]✗ FAILED[/]"
+    console.print(f"{mark} [bold]{result['drill']}[/]: {held}/{len(result['invariants'])} invariants held "
+                  f"({result['duration_s']} s) -- {result['report']}")
+    for inv in result["invariants"]:
+        if not inv["holds"]:
+            console.print(f"    [red]✗[/] {inv['name']}: {json.dumps(inv['observed'], default=str)[:300]}")
 
 
 def _verdict_table(results: list[dict[str, Any]]) -> Table:

@@ -313,8 +313,12 @@ def run_drill(name: str, *, quick: bool, negative_control: bool = False, publish
                     drill.check("the drill ran to the end", False, f"{type(exc).__name__}: {exc}")
                 finally:
                     cluster.stop(timeout=STOP_TIMEOUT_SECONDS)
-            with engine.connect() as conn:
-                picture = timeline.collect(conn, drill)
+            try:
+                with engine.connect() as conn:
+                    picture = timeline.collect(conn, drill)
+            except Exception as exc:  # e.g. the database did not come back: the verdict still gets written
+                drill.check("the history could be read back for the timeline", False, f"{type(exc).__name__}: {exc}")
+                picture = timeline.Picture(drill.elapsed(), [], {}, 1.0, 0, 0)
         finally:
             engine.dispose()
             db.drop_database(url)

@@ -174,15 +174,6 @@ def admission_rate_held(conn: Connection, pool: str, rate: float, tolerance: flo
                       "mean_rate_per_s": round(row["dispatches"] / span, 1) if span else None})
 
 
-def accepted_effects_per_key(conn: Connection) -> list[dict[str, Any]]:
-    """The ledger's evidence: per key, how many writes were accepted and refused, and by which tokens."""
-    return _rows(conn, """
-        SELECT key, count(*) FILTER (WHERE accepted) AS accepted, count(*) FILTER (WHERE NOT accepted) AS refused,
-               array_agg(token ORDER BY at) FILTER (WHERE accepted) AS accepted_tokens,
-               array_agg(token ORDER BY at) FILTER (WHERE NOT accepted) AS refused_tokens
-        FROM ledger_effects GROUP BY key ORDER BY key""")
-
-
 def fence_rejections(conn: Connection) -> list[dict[str, Any]]:
     rows = _rows(conn, "SELECT token, path, occurrence_id, detail, rejected_at FROM fence_rejections ORDER BY id")
     for row in rows:
