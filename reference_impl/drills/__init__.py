@@ -50,8 +50,9 @@ def _paragraphs(module: ModuleType) -> list[str]:
 
 
 def source(module: ModuleType) -> str:
-    """Where the question comes from: one of the prompt's seven hidden follow-ups, or the prompt itself."""
-    return f"Follow-up {module.FOLLOW_UP}" if module.FOLLOW_UP else "From the prompt"
+    """Where the question comes from: one of the prompt's seven hidden follow-ups, or beyond them (the prompt's
+    own "workers die, the scheduler itself can die", and the database under them)."""
+    return f"Follow-up {module.FOLLOW_UP}" if module.FOLLOW_UP else "Beyond the seven follow-ups"
 
 
 def negative_control(module: ModuleType) -> str | None:

@@ -42,7 +42,7 @@ def list_drills(as_json: bool = typer.Option(False, "--json", help="Machine-read
     for column in ("drill", "follow-up", "question", "negative control"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(row["drill"], str(row["follow_up"] or "prompt"), row["question"],
+        table.add_row(row["drill"], str(row["follow_up"] or "beyond"), row["question"],
                       "yes" if row["negative_control"] else "")
     console.print(table)
 
@@ -100,7 +100,7 @@ def run_all(
 
 def _print_verdict(result: dict[str, Any]) -> None:
     mark = "[bold green]PASSED[/]" if result["passed"] else "[bold red]FAILED[/]"
-    source = f"follow-up {result['follow_up']}" if result["follow_up"] else "from the prompt"
+    source = f"follow-up {result['follow_up']}" if result["follow_up"] else "beyond the follow-ups"
     table = Table(title=f"{result['drill']} ({source}, {result['mode']}): {mark}",
                   title_justify="left", show_lines=False)
     table.add_column("", width=2)
@@ -136,6 +136,6 @@ def _verdict_table(results: list[dict[str, Any]]) -> Table:
     for r in results:
         held = sum(i["holds"] for i in r["invariants"])
         verdict = "[green]PASSED[/]" if r["passed"] else "[red]FAILED[/]"
-        table.add_row(str(r["follow_up"] or "prompt"), r["drill"], verdict, f"{held}/{len(r['invariants'])}",
+        table.add_row(str(r["follow_up"] or "beyond"), r["drill"], verdict, f"{held}/{len(r['invariants'])}",
                       f"{r['duration_s']} s", r["report"])
     return table

@@ -32,7 +32,7 @@ from reference_impl import embedded_pg
 from reference_impl.drills import invariants, workload
 from reference_impl.drills.harness import Drill
 
-FOLLOW_UP = None  # not a hidden follow-up: the prompt's "workers die, the scheduler itself can die"
+FOLLOW_UP = None  # beyond the hidden follow-ups: the database under "workers die, the scheduler itself can die"
 LEASE_SECONDS = 4.0
 
 
