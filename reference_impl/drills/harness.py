@@ -225,6 +225,7 @@ class _Live:
         self.drill = drill
         self.enabled = enabled and sys.stderr.isatty()
         self.stats: dict[str, Any] | None = None
+        self.polled = False
         self.stop = threading.Event()
         self.stats_engine = db.make_engine(drill.url, pool_size=1, application_name="d2-drill-live")
 
@@ -253,6 +254,7 @@ class _Live:
                         self.stats = dict(conn.execute(LIVE_STATS_SQL).mappings().one())
                 except Exception:
                     self.stats = None  # shown as "database unreachable" (postgres-restart does this on purpose)
+                self.polled = True
             self.live.update(self._render())
 
     def _render(self) -> Group:
@@ -270,7 +272,7 @@ class _Live:
             for column in ("done", "running", "due", "lost attempts", "dead", "skipped", "fence rejections"):
                 counts.add_column(column, justify="right")
             if self.stats is None:
-                counts.add_row("[yellow]database unreachable[/]", *[""] * 6)
+                counts.add_row("[yellow]database unreachable[/]" if self.polled else "…", *[""] * 6)
             else:
                 s = self.stats
                 counts.add_row(*(str(s[k]) for k in ("done", "running", "due", "lost_attempts", "dead", "skipped",
@@ -330,6 +332,7 @@ def run_drill(name: str, *, quick: bool, negative_control: bool = False, publish
         "scaled": drill.scaled,
         "report": str(out / "report.md"),
         "mode": "quick" if quick else "full",
+        "finished_at": drill.now().isoformat(timespec="seconds"),
         "negative_control": registry.negative_control(module) if negative_control else None,
         "duration_s": round(time.monotonic() - started, 1),
         "metrics": drill.metrics,
