@@ -86,7 +86,7 @@ def rows(results: dict[str, Any], scale: dict[str, Any] | None = None) -> list[R
                    _verdict(None if not lost else sum(lost) == 0), "bench + load"))
 
     claim_ms = _get(bench, "scale", "claim_transaction_ms")
-    batch = scale["workers"]["claim_batch"]
+    batch = _get(bench, "scale", "claim_batch") or scale["workers"]["claim_batch"]
     out.append(Row(f"d2_claim transaction (batch {batch})",
                    f"{stated.claim_transaction_ms:g} ms assumed -> ceiling "
                    f"{stated.claim_ceiling_per_pool_per_second:,.0f}/s per pool",
@@ -110,17 +110,20 @@ def rows(results: dict[str, Any], scale: dict[str, Any] | None = None) -> list[R
     held = bench.get("held_snapshot") or {}
     recovered = _get(held, "held_snapshot", "recovered_seconds_after_release")
     held_p99 = _get(held, "held_snapshot", "fire_lag_ms_while_held", "p99")
+    # "The peak is kept" = while the snapshot is held, fire lag stays within the design's own latency SLO.
     out.append(Row("held REPEATABLE READ snapshot at peak",
-                   f"peak kept; backlog clear <= {SNAPSHOT_RECOVERY_GOAL_SECONDS:.0f}s after release",
+                   f"p99 lag within the {slo_ms:,.0f} ms SLO while held; lag back under {LAG_GOAL_MS:.0f} ms "
+                   f"<= {SNAPSHOT_RECOVERY_GOAL_SECONDS:.0f}s after release",
                    "not measured" if not held else
-                   f"p99 lag while held {held_p99} ms; recovered {recovered}s after release",
-                   _verdict(None if not held else recovered is not None
-                            and recovered <= SNAPSHOT_RECOVERY_GOAL_SECONDS
-                            and not held.get("backlog_growing", True)), "bench.held_snapshot"))
+                   f"p99 lag while held {held_p99:,.0f} ms (backlog up to {held.get('backlog_max', 0):,}); "
+                   f"recovered {recovered}s after release",
+                   _verdict(None if not held else held_p99 is not None and held_p99 <= slo_ms
+                            and recovered is not None and recovered <= SNAPSHOT_RECOVERY_GOAL_SECONDS),
+                   "bench.held_snapshot"))
 
     ratio = _get(bench, "scale", "large_over_small_claim_throughput")
     large = _get(bench, "scale", "runs")
-    label = f"{large[-1]['scheduled_jobs']:,} scheduled jobs" if large else "10M scheduled jobs"
+    label = f"{large[-1]['scheduled_rows']:,} scheduled rows" if large else "10M scheduled jobs"
     out.append(Row(f"claim throughput with {label} vs few", "within 10%",
                    "not measured" if ratio is None else f"{ratio:.2f}x",
                    _verdict(None if ratio is None else ratio >= SCALE_GOAL_RATIO), "bench.scale"))

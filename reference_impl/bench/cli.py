@@ -90,7 +90,7 @@ def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> 
                                                    progress=progress)
     if "scale" in parts:
         yield "scale", scale.compare(shape, plan.scale_small, plan.scale_large, plan.scale_history,
-                                     plan.scale_backlog, claim_batch=10, progress=progress)
+                                     plan.scale_backlog, progress=progress)
     if "peers" in parts:
         yield "peers", peers.compare(shape, plan.peer_rounds, plan.peer_lag_seconds, plan.peer_saturate_seconds,
                                      plan.peer_backlog, progress=progress)

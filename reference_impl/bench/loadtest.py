@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from reference_impl import jobs, tenants
+from reference_impl import jobs, materializer, tenants
 from reference_impl.bench import harness
 from reference_impl.bench.harness import ClusterShape, Progress
 from reference_impl.bench.results import RESULTS_DIR
@@ -140,6 +140,7 @@ def _measure(rig: harness.Rig, name: str, prefix: Path, began: datetime, ended: 
             jobs.set_paused(conn, job_id, True)
         submitted = conn.execute(SUBMITTED_SQL, {"since": began, "until": ended}).scalar_one()
     progress(f"load {name}: draining")
+    time.sleep(materializer.LOOKAHEAD.total_seconds() + 0.5)  # what was materialised ahead must come due first
     drained = rig.wait_drained(DRAIN_TIMEOUT_SECONDS)
     window = (ended - began).total_seconds()
     lag = harness.fire_lag(rig.engine, began, ended)

@@ -120,24 +120,29 @@ def _snapshot_effect(rig: harness.Rig, window: dict[str, Any], rate: float) -> d
 def drain(shape: ClusterShape, backlog: int, progress: Progress = quiet,
           prepare: Callable[[Engine], None] | None = None) -> dict[str, Any]:
     """``backlog`` overdue occurrences appear in one commit while the workers idle: executions/s to clear them.
-    ``prepare`` fills the database first (scale.py: millions of scheduled jobs)."""
+    ``prepare`` fills the database first."""
     with harness.rig(shape, prepare) as rig:
-        meter = harness.ProcessMeter(rig.components())
-        sampler = harness.BacklogSampler(rig, meter)
-        meter.start()
-        before, committed = harness.insert_backlog(rig.engine, backlog, shape.tenants)
-        sampler.start()
-        deadline = time.monotonic() + DRAIN_TIMEOUT_SECONDS
-        while time.monotonic() < deadline and not rig.wait_drained(1.0):
-            progress(f"draining {backlog:,}: {rig.backlog():,} left")
-        meter.stop()
-        sampler.halt.set()
-        done, _, last = harness.completed(rig.engine, before, rig.db_now())
-        seconds = (last - committed).total_seconds() if last else float("nan")
-        return {"backlog": backlog, "completed": done, "seconds": round(seconds, 2),
-                "executions_per_second": round(done / seconds, 1) if last else 0.0,
-                "lost_occurrences": backlog - done, "cpu_percent": meter.cpu_percent(),
-                "peak_rss_mb": rig.peak_rss(), "cluster": shape.describe()}
+        return drain_on(rig, backlog, progress)
+
+
+def drain_on(rig: harness.Rig, backlog: int, progress: Progress = quiet) -> dict[str, Any]:
+    """One drain on a running rig (scale.py repeats it on a database it filled with millions of rows)."""
+    meter = harness.ProcessMeter(rig.components())
+    sampler = harness.BacklogSampler(rig, meter)
+    meter.start()
+    before, committed = harness.insert_backlog(rig.engine, backlog, rig.shape.tenants)
+    sampler.start()
+    deadline = time.monotonic() + DRAIN_TIMEOUT_SECONDS
+    while time.monotonic() < deadline and not rig.wait_drained(1.0):
+        progress(f"draining {backlog:,}: {rig.backlog():,} left")
+    meter.stop()
+    sampler.halt.set()
+    done, _, last = harness.completed(rig.engine, before, rig.db_now())
+    seconds = (last - committed).total_seconds() if last else float("nan")
+    return {"backlog": backlog, "completed": done, "seconds": round(seconds, 2),
+            "executions_per_second": round(done / seconds, 1) if last else 0.0,
+            "lost_occurrences": backlog - done, "cpu_percent": meter.cpu_percent(),
+            "peak_rss_mb": rig.peak_rss(), "cluster": rig.shape.describe()}
 
 
 def saturate(shape: ClusterShape, seconds: float, progress: Progress = quiet) -> dict[str, Any]:
