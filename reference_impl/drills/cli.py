@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import typer
@@ -115,7 +116,7 @@ def _print_verdict(result: dict[str, Any]) -> None:
         console.print("scaled: " + "; ".join(f"{k}: {v}" for k, v in result["scaled"].items()))
     for note in result.get("notes", []):
         console.print(Markdown(note))
-    console.print(f"report: {result['report']}  ({result['duration_s']} s)\n")
+    console.print(f"report: {_shown(result['report'])}  ({result['duration_s']} s)\n")
 
 
 def _print_summary(result: dict[str, Any]) -> None:
@@ -123,19 +124,24 @@ def _print_summary(result: dict[str, Any]) -> None:
     held = sum(i["holds"] for i in result["invariants"])
     mark = "[green]✓ PASSED[/]" if result["passed"] else "[red]✗ FAILED[/]"
     console.print(f"{mark} [bold]{result['drill']}[/]: {held}/{len(result['invariants'])} invariants held "
-                  f"({result['duration_s']} s) -- {result['report']}")
+                  f"({result['duration_s']} s) -- {_shown(result['report'])}")
     for inv in result["invariants"]:
         if not inv["holds"]:
             console.print(f"    [red]✗[/] {inv['name']}: {json.dumps(inv['observed'], default=str)[:300]}")
 
 
+def _shown(path: str) -> str:
+    """A report path as short as it can be from here."""
+    return os.path.relpath(path) if path.startswith(os.getcwd()) else path
+
+
 def _verdict_table(results: list[dict[str, Any]]) -> Table:
     table = Table(title="Verdicts")
     for column in ("follow-up", "drill", "verdict", "invariants held", "time", "report"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=column in ("drill", "verdict"))
     for r in results:
         held = sum(i["holds"] for i in r["invariants"])
         verdict = "[green]PASSED[/]" if r["passed"] else "[red]FAILED[/]"
         table.add_row(str(r["follow_up"] or "beyond"), r["drill"], verdict, f"{held}/{len(r['invariants'])}",
-                      f"{r['duration_s']} s", r["report"])
+                      f"{r['duration_s']} s", _shown(r["report"]))
     return table

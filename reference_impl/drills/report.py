@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from reference_impl import drills as registry
+from reference_impl import embedded_pg
 
 PUBLISHED_FILES = ("report.md", "report.json", "timeline.svg")
 OBSERVED_CHARS = 400  # in the markdown table; report.json has everything
@@ -30,6 +31,10 @@ def publish(out: Path, destination: Path) -> None:
     destination.mkdir(parents=True, exist_ok=True)
     for name in PUBLISHED_FILES:
         shutil.copyfile(out / name, destination / name)
+    # The committed copy points at itself, relative to the repository, not at this machine's reports folder.
+    published = json.loads((destination / "report.json").read_text())
+    published["report"] = str((destination / "report.md").relative_to(embedded_pg.PROJECT_ROOT))
+    (destination / "report.json").write_text(json.dumps(published, indent=2, default=str) + "\n")
 
 
 def _windows(drill, windows) -> list[dict[str, Any]]:

@@ -138,5 +138,5 @@ def _check(drill: Drill, conn, occurrence: int, token_a: int, healed_at) -> None
         "What the fence does not do: it refuses a write only when a *higher* token has already written that key. "
         "Had the stale copy written before the retry did, its write would have been accepted and then overwritten. "
         "That is why the handler should also stop when `ctx.cancelled` is set (worker A's watchdog set it once its "
-        "lease could no longer be trusted by its own monotonic clock; see logs/worker-A.log) and why an effect "
+        "lease could no longer be trusted by its own monotonic clock, as its log shows) and why an effect "
         "should be keyed by the occurrence's idempotency key, as this ledger is.")
