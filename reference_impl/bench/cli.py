@@ -27,6 +27,7 @@ class Plan:
     """How long each part runs. ``full`` is what the goals are judged on; ``quick`` checks the pipeline."""
     sustained_seconds: float
     backlog: int
+    drain_rounds: int
     curve_batches: tuple[int, ...]
     curve_workers: tuple[int, ...]
     curve_backlog: int
@@ -45,15 +46,15 @@ class Plan:
     peer_backlog: int
 
 
-FULL = Plan(sustained_seconds=300, backlog=50_000, curve_batches=(1, 8, 32, 64), curve_workers=(1, 2, 4),
-            curve_backlog=10_000, rates=(1_000, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000), step_seconds=30,
-            hold_after_seconds=30, hold_seconds=300, hold_total_seconds=480, scale_small=10_000,
+FULL = Plan(sustained_seconds=300, backlog=50_000, drain_rounds=3, curve_batches=(1, 8, 32, 64),
+            curve_workers=(1, 2, 4), curve_backlog=10_000, rates=(1_000, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000),
+            step_seconds=20, hold_after_seconds=30, hold_seconds=300, hold_total_seconds=480, scale_small=10_000,
             scale_large=10_000_000, scale_history=1_000_000, scale_backlog=20_000, peer_rounds=3,
             peer_lag_seconds=30, peer_saturate_seconds=20, peer_backlog=20_000)
-QUICK = Plan(sustained_seconds=15, backlog=5_000, curve_batches=(1, 64), curve_workers=(1, 2), curve_backlog=2_000,
-             rates=(833, 2_000), step_seconds=8, hold_after_seconds=5, hold_seconds=8, hold_total_seconds=20,
-             scale_small=1_000, scale_large=100_000, scale_history=10_000, scale_backlog=2_000, peer_rounds=1,
-             peer_lag_seconds=8, peer_saturate_seconds=6, peer_backlog=2_000)
+QUICK = Plan(sustained_seconds=15, backlog=5_000, drain_rounds=1, curve_batches=(1, 64), curve_workers=(1, 2),
+             curve_backlog=2_000, rates=(833, 2_000), step_seconds=8, hold_after_seconds=5, hold_seconds=8,
+             hold_total_seconds=20, scale_small=1_000, scale_large=100_000, scale_history=10_000,
+             scale_backlog=2_000, peer_rounds=1, peer_lag_seconds=8, peer_saturate_seconds=6, peer_backlog=2_000)
 
 
 @contextmanager
@@ -75,7 +76,7 @@ def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> 
         yield "sustained", scenarios.sustained(shape, 833, plan.sustained_seconds, with_series=True,
                                                progress=progress)
     if "drain" in parts:
-        yield "drain", scenarios.drain(shape, plan.backlog, progress=progress)
+        yield "drain", scenarios.drain(shape, plan.backlog, progress=progress, rounds=plan.drain_rounds)
     if "batch_curve" in parts:
         curve = scenarios.batch_curve(shape, list(plan.curve_batches), list(plan.curve_workers), plan.curve_backlog,
                                       progress=progress)

@@ -8,8 +8,8 @@ Everything measured is read back from the database's own history, on the databas
 * **lost** = scheduled jobs without a succeeded occurrence once the run has drained.
 
 CPU and peak RSS come from ``/proc`` (psutil), per process, grouped by component: scheduler, worker, postgres
-(every server process, so another user of the same server shows up there) and harness (this process: the load
-generator and the samplers). The machine's total CPU is measured too, so the sum can be checked against it.
+(the server processes of the benchmark's database plus the shared auxiliary ones) and harness (this process: the
+load generator and the samplers). The machine's total CPU is measured too, so the sum can be checked against it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 import psutil
 from sqlalchemy import Engine, text
 
-from reference_impl import db, embedded_pg
+from reference_impl import db
 from reference_impl.cluster import LocalCluster
 
 LEAD_SECONDS = 3.0            # jobs are written this far ahead of their fire time (> the materialiser's lookahead)
@@ -87,6 +87,7 @@ LOST_SQL = text(
     "SELECT count(*) FROM jobs j WHERE j.run_at >= :since AND j.run_at < :until"
     " AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.job_id = j.id AND o.state = 'succeeded')")
 # Work that is due or in flight (occurrences scheduled for later -- the scale test loads millions -- are not).
+POSTGRES_PIDS_SQL = text("SELECT pid FROM pg_stat_activity WHERE datname = current_database() OR datname IS NULL")
 UNFINISHED_SQL = text(
     "SELECT count(*) FROM occurrences WHERE state = 'running' OR (state IN ('ready', 'waiting') AND ready_at <= now())")
 SERIES_SQL = text(
@@ -127,13 +128,14 @@ class ClusterShape:
 
 
 # -- CPU and memory of every process, by component -----------------------------------------------------------
-def postgres_pids() -> list[int]:
-    """The embedded server's processes (postmaster and children); empty for an external DATABASE_URL."""
-    pid_file = embedded_pg.data_dir() / "postmaster.pid"
+def postgres_pids(engine: Engine) -> list[int]:
+    """The server processes working for this database: its backends and autovacuum workers, plus the shared
+    auxiliary processes (WAL writer, checkpointer, ...). Other databases' backends on the same server -- other
+    people's tests on this shared machine -- are not ours and are left out."""
     try:
-        postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
-        return [postmaster.pid, *(child.pid for child in postmaster.children())]
-    except (OSError, ValueError, psutil.Error):
+        with engine.begin() as conn:
+            return list(conn.execute(POSTGRES_PIDS_SQL).scalars())
+    except Exception:  # a sample lost to a busy server is a gap, not a failed run
         return []
 
 
@@ -152,8 +154,9 @@ class ProcessMeter:
     """CPU seconds per component between ``start()`` and ``stop()``; sampled meanwhile so that processes which
     come and go (database backends) are counted too."""
 
-    def __init__(self, components: dict[str, list[int]]):
-        self.components = components  # component -> pids (postgres is re-listed at every sample)
+    def __init__(self, components: dict[str, list[int]], engine: Engine):
+        self.components = components  # component -> pids
+        self.engine = engine          # postgres' processes are re-listed at every sample
         self._first: dict[int, float] = {}
         self._last: dict[int, float] = {}
         self._owner: dict[int, str] = {}
@@ -166,7 +169,7 @@ class ProcessMeter:
 
     def sample(self) -> None:
         owners = {pid: name for name, pids in self.components.items() for pid in pids}
-        owners.update({pid: "postgres" for pid in postgres_pids()})
+        owners.update({pid: "postgres" for pid in postgres_pids(self.engine)})
         for pid, owner in owners.items():
             try:
                 times = psutil.Process(pid).cpu_times()
@@ -200,6 +203,9 @@ class ProcessMeter:
             per[owner] = per.get(owner, 0.0) + self._last[pid] - self._first[pid]
         result = {name: round(100 * used / (max(self.seconds, 1e-9) * cores), 1) for name, used in sorted(per.items())}
         result["machine"] = round(100 * self.machine_busy / max(self.machine_total, 1e-9), 1)
+        # Everything else on this shared machine (other people's tests, drills, browsers): the noise floor.
+        result["other_processes"] = round(max(0.0, result["machine"] - sum(v for k, v in result.items()
+                                                                          if k != "machine")), 1)
         return result
 
 

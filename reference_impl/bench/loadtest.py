@@ -108,7 +108,7 @@ def scenario(name: str, locustfile: str, seconds: float, users: int, max_request
                        "--csv", str(prefix), "--html", f"{prefix}.html", "--loglevel", "WARNING"]
             env = {**os.environ, "D2_LOAD_KEYS": str(keys_file), "D2_LOAD_MAX_REQUESTS": str(max_requests),
                    "D2_LOAD_CRON_JOBS": str(cron_jobs)}
-            meter = harness.ProcessMeter({**rig.components(), "api": [api.pid]})
+            meter = harness.ProcessMeter({**rig.components(), "api": [api.pid]}, rig.engine)
             began = rig.db_now()
             with open(rig.cluster.log_dir / f"locust-{name}.log", "wb") as log_file:
                 locust = subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT)
