@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -59,6 +61,8 @@ QUICK = Plan(sustained_seconds=15, backlog=5_000, drain_rounds=1, curve_batches=
 
 @contextmanager
 def _progress() -> Iterator[Callable[[str], None]]:
+    # SIGTERM must unwind like Ctrl-C, so every rig stops its processes and drops its scratch database.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
                   transient=True) as bar:
         task = bar.add_task("starting")
