@@ -28,6 +28,7 @@ SMOOTH_FROM = 300        # series with more samples are drawn with a rolling med
 WIDTH = 1100
 LEFT, RIGHT = 150, 24    # margins: lane labels on the left
 LABEL_PX = 78            # room a bar's label needs after the bar
+LABEL_CHAR_PX = 6.2      # width of a character of a 10 px label, roughly
 ROW_H, BAR_H = 20, 12
 ROW_H_ANNOTATED = 40     # with few bars, each one is annotated in words below it
 STATE_COLOURS = {"succeeded": "#2e7d32", "lost": "#ef6c00", "failed": "#c62828", "running": "#757575",
@@ -147,6 +148,11 @@ def _tick_step(span: float) -> float:
     return 1200
 
 
+def _label_start(x: float, width: float) -> float:
+    """Where a label at ``x`` starts: just right of its line, or ending at it when it would run off the edge."""
+    return x + 2 if x + 2 + width <= WIDTH - 4 else x - 2 - width
+
+
 def _rolling_median(points: list[tuple[datetime, float]], window: int) -> list[tuple[datetime, float]]:
     half = max(1, window // 2)
     return [(t, statistics.median(v for _, v in points[max(0, i - half):i + half + 1]))
@@ -195,6 +201,7 @@ def render_svg(picture: Picture, drill, result: dict[str, Any]) -> str:
 
     def label_y(x0: float, width: float) -> float:
         """Stagger fault labels so they do not overwrite each other."""
+        x0 = _label_start(x0, width)
         for i, taken in enumerate(label_rows):
             if all(x0 > b or x0 + width < a for a, b in taken):
                 taken.append((x0, x0 + width))
@@ -202,9 +209,9 @@ def render_svg(picture: Picture, drill, result: dict[str, Any]) -> str:
         label_rows.append([(x0, x0 + width)])
         return top + 12 * (len(label_rows) - 1)
 
-    fault_labels = [(f, label_y(x(_seconds(f.start, drill.started_at)), 6.2 * len(f.label)), FAULT_COLOUR)
+    fault_labels = [(f, label_y(x(_seconds(f.start, drill.started_at)), LABEL_CHAR_PX * len(f.label)), FAULT_COLOUR)
                     for f in drill.faults]
-    fault_labels += [(m, label_y(x(_seconds(m.start, drill.started_at)), 6.2 * len(m.label)), MARK_COLOUR)
+    fault_labels += [(m, label_y(x(_seconds(m.start, drill.started_at)), LABEL_CHAR_PX * len(m.label)), MARK_COLOUR)
                      for m in drill.marks]
     y = top + 12 * max(1, len(label_rows)) + 6
     panels_top = y
@@ -262,7 +269,7 @@ def render_svg(picture: Picture, drill, result: dict[str, Any]) -> str:
         else:
             svg.rect(fx, panels_top, x(_seconds(window.end, drill.started_at)) - fx, panels_bottom - panels_top,
                      colour, 'fill-opacity="0.10"')
-        svg.text(fx + 2, ly, window.label, size=10, colour=colour)
+        svg.text(_label_start(fx, LABEL_CHAR_PX * len(window.label)), ly, window.label, size=10, colour=colour)
 
     # Phases along the bottom, then the time axis
     for i, phase in enumerate(drill.phases):
@@ -301,13 +308,17 @@ def _draw_series(svg: _Svg, series, y: float, x, plot_w: float, t0: datetime) ->
     smooth = len(values) > SMOOTH_FROM
     top = sorted(values)[int(len(values) * 0.98)] * 1.5 if smooth else max(values)  # outliers must not flatten it
     peak = max(top, series.limit or 0) * 1.1 or 1.0
+    low = min(0.0, *values)  # a value may be negative (e.g. written after its fire time)
+
+    def y_of(v: float) -> float:
+        return y + height - (min(v, peak) - low) / (peak - low) * height
+
     for i, line in enumerate(textwrap.wrap(series.label, 24)[:3]):
         svg.text(LEFT - 8, y + 10 + 11 * i, line, size=10, anchor="end", colour="#555")
     svg.text(LEFT - 8, y + 46, f"max {max(values):.3g} {series.unit}", size=10, anchor="end", colour="#555")
 
     def polyline(points, style: str) -> None:
-        coords = " ".join(f"{x(_seconds(t, t0)):.1f},{y + height - min(v, peak) / peak * height:.1f}"
-                          for t, v in points)
+        coords = " ".join(f"{x(_seconds(t, t0)):.1f},{y_of(v):.1f}" for t, v in points)
         svg.add(f'<polyline points="{coords}" fill="none" stroke="#1565c0" {style}/>')
 
     if smooth:  # noisy samples: faint (clipped at the top), with their rolling median on top
@@ -316,7 +327,7 @@ def _draw_series(svg: _Svg, series, y: float, x, plot_w: float, t0: datetime) ->
     else:
         polyline(series.points, 'stroke-width="1.2"')
     if series.limit is not None:
-        ly = y + height - series.limit / peak * height
+        ly = y_of(series.limit)
         svg.line(LEFT, ly, LEFT + plot_w, ly, FAULT_COLOUR, 'stroke-dasharray="4 3"')
         svg.text(LEFT + plot_w, ly - 3, f"limit {series.limit:g} {series.unit}", size=10, anchor="end",
                  colour=FAULT_COLOUR)
