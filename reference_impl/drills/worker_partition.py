@@ -36,7 +36,7 @@ NEGATIVE_CONTROL = ("the workers run with fencing disabled (D2KIT_UNSAFE_DISABLE
 def run(drill: Drill) -> None:
     lease = 4.0 if drill.quick else 6.0
     partition = 9.0 if drill.quick else 20.0
-    stall = partition + 2.5   # worker A's first attempt wakes up after the network is back
+    stall = partition + 4.0   # worker A's first attempt wakes up well after the network is back
     retry_work = 1.0
     drill.scale("partition", f"10 minutes scaled to {partition:g} s")
     drill.scale("lease", f"30 s scaled to {lease:g} s (heartbeat every {lease / 3:.1f} s)")
