@@ -129,7 +129,7 @@ JOB_COLUMNS = (
     "id, tenant_id, name, handler, payload, pool, schedule_kind, run_at, cron, timezone, dst_gap, dst_overlap,"
     " misfire_policy, extract(epoch FROM catchup_window)::int AS catchup_window_seconds, max_catchup,"
     " overlap_policy, max_attempts, retry_base_seconds, idempotency_key, paused, deleted_at,"
-    " materialized_through, next_fire_at, created_at"
+    " materialized_through, next_fire_at, schedule_error, created_at"
 )
 
 

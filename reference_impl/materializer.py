@@ -12,11 +12,14 @@ moment they are due instead of waiting for a scheduler tick.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, text
 
 from reference_impl import policies, schedule
+
+log = logging.getLogger("d2kit.materializer")
 
 LOOKAHEAD = timedelta(seconds=2)
 JOBS_PER_PASS = 500
@@ -28,6 +31,10 @@ DUE_JOBS_SQL = text(
     " max_catchup, materialized_through FROM jobs"
     " WHERE next_fire_at <= now() + make_interval(secs => :lookahead) AND NOT paused AND deleted_at IS NULL"
     " ORDER BY next_fire_at LIMIT :n FOR UPDATE SKIP LOCKED")
+PARK_FOR = timedelta(minutes=1)
+# A job that cannot be planned is not dropped: it keeps its cursor, says why, and is tried again later.
+PARK_SQL = text("UPDATE jobs SET schedule_error = :error, next_fire_at = now() + make_interval(secs => :retry)"
+                " WHERE id = :id")
 MATERIALISE_SQL = text("SELECT d2_materialise(:job_ids, :fire_ats, :reasons, :cursor_ids, :throughs, :nexts)")
 
 
@@ -57,8 +64,15 @@ def materialise_due(conn: Connection) -> int:
         return 0
     job_ids, fire_ats, reasons = [], [], []
     cursor_ids, throughs, nexts = [], [], []
+    planned = []
     for job in jobs:
-        fires, through, next_fire = plan_job(job, now)
+        try:
+            planned.append((job, *plan_job(job, now)))
+        except Exception as exc:  # one job that cannot be planned must not stop every replica's passes
+            conn.execute(PARK_SQL, {"id": job.id, "error": f"{type(exc).__name__}: {exc}"[:500],
+                                    "retry": PARK_FOR.total_seconds()})
+            log.error("job %s cannot be planned, parked for %s: %s", job.id, PARK_FOR, exc)
+    for job, fires, through, next_fire in planned:
         for fire in fires:
             job_ids.append(job.id)
             fire_ats.append(fire.at)

@@ -19,6 +19,7 @@ def summary(conn: Connection) -> dict[str, Any]:
     rejections = dict(conn.execute(text("SELECT path, count(*) FROM fence_rejections GROUP BY path")).all())
     skipped = dict(conn.execute(text(
         "SELECT split_part(reason, ' ', 1), count(*) FROM occurrences WHERE state = 'skipped' GROUP BY 1")).all())
+    unplannable = conn.execute(text("SELECT count(*) FROM jobs WHERE schedule_error IS NOT NULL")).scalar_one()
     procs = conn.execute(text(
         "SELECT id, kind, pool, pid, extract(epoch FROM now() - heartbeat_at) AS heartbeat_age_s,"
         " round(skew_ms::numeric, 1) AS skew_ms, stopped_at IS NOT NULL AS stopped"
@@ -31,6 +32,7 @@ def summary(conn: Connection) -> dict[str, Any]:
         "attempts": attempts,
         "fence_rejections": rejections,
         "skipped_by_reason": skipped,
+        "jobs_with_schedule_error": unplannable,
         "processes": [{**p, "heartbeat_age_s": _round(p["heartbeat_age_s"]),
                        "skew_ms": float(p["skew_ms"]) if p["skew_ms"] is not None else None} for p in procs],
     }

@@ -207,3 +207,20 @@ def test_admission_rate_holds_within_10_percent_across_workers(engine, database_
                            " CURRENT ROW AND interval '1 second' FOLLOWING) AS n FROM attempts) w")
     assert worst <= rate * 1.1 + rate * 0.1
     assert len({r.worker_id for r in rows(engine, "SELECT DISTINCT worker_id FROM attempts")}) == 3
+
+
+def test_a_job_that_cannot_be_planned_is_parked_with_its_error_and_stops_no_one(engine):
+    with engine.begin() as conn:
+        healthy = cron_job(conn, name="healthy", misfire_policy="run_all")
+        simulate_outage(conn, healthy, hours=0.05)
+        broken = cron_job(conn, name="broken")
+        # a cron that never fires (31 February) written past validation, as an old row might be
+        conn.execute(text("UPDATE jobs SET cron = '0 0 31 2 *', next_fire_at = now() - interval '1 minute'"
+                          " WHERE id = :id"), {"id": broken})
+    materialise_all(engine)
+    assert scalar(engine, "SELECT count(*) FROM occurrences WHERE job_id = :j", j=healthy) >= 3
+    error, parked_until = rows(engine, "SELECT schedule_error, next_fire_at - now() FROM jobs WHERE id = :j",
+                               j=broken)[0]
+    assert "CroniterBadDateError" in error or "never" in error
+    assert parked_until > timedelta(seconds=30)
+    assert scalar(engine, "SELECT schedule_error FROM jobs WHERE id = :j", j=healthy) is None

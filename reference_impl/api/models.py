@@ -38,6 +38,8 @@ class Job(BaseModel):
     deleted_at: datetime | None = Field(description="Set once deleted: nothing fires after it.")
     materialized_through: datetime = Field(description="Every fire time up to here has its occurrence row.")
     next_fire_at: datetime | None = Field(description="Null when nothing is left to fire.")
+    schedule_error: str | None = Field(description="Why the scheduler could not plan this job's next fire "
+                                       "times; it retries every minute. Null when all is well.")
     created_at: datetime
 
 

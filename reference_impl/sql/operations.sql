@@ -109,7 +109,7 @@ BEGIN
         END IF;
     END LOOP;
 
-    UPDATE jobs j SET materialized_through = c.through, next_fire_at = c.next_fire_at
+    UPDATE jobs j SET materialized_through = c.through, next_fire_at = c.next_fire_at, schedule_error = NULL
     FROM unnest(p_cursor_job_ids, p_materialized_through, p_next_fire_ats) AS c (job_id, through, next_fire_at)
     WHERE j.id = c.job_id;
     RETURN v_inserted;

@@ -54,8 +54,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     paused               boolean NOT NULL DEFAULT false,
     deleted_at           timestamptz,
     -- The materialiser's cursor: every fire time <= materialized_through has its occurrence row.
-    materialized_through timestamptz NOT NULL,
+    materialized_through timestamptz NOT NULL CHECK (isfinite(materialized_through)),
     next_fire_at         timestamptz,                       -- NULL: nothing left to fire
+    schedule_error       text,                              -- why the last materialise pass could not plan it
     created_at           timestamptz NOT NULL DEFAULT now(),
     UNIQUE (tenant_id, idempotency_key),
     CHECK ((schedule_kind = 'once') = (run_at IS NOT NULL)),
