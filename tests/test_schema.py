@@ -18,7 +18,7 @@ def _occurrence(conn, state: str) -> int:
     conn.execute(text("INSERT INTO tenants (id, api_key_hash) VALUES ('t', 'h') ON CONFLICT DO NOTHING"))
     job = conn.execute(text(
         "INSERT INTO jobs (tenant_id, name, handler, pool, schedule_kind, run_at, materialized_through)"
-        " VALUES ('t', 'j', 'noop', 'short', 'once', now(), '-infinity') RETURNING id")).scalar()
+        " VALUES ('t', 'j', 'noop', 'short', 'once', now(), now()) RETURNING id")).scalar()
     return conn.execute(text(
         "INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts)"
         " VALUES (:j, now(), 't', 'short', :s, now(), 1) RETURNING id"), {"j": job, "s": state}).scalar()
