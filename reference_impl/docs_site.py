@@ -104,7 +104,8 @@ def _demote_headings(markdown: str, levels: int) -> str:
 
 
 # Lines of a published report that the drill page already shows (title, question, answer), by their start.
-_REPORT_LINES_SHOWN_ABOVE = ("# ", "> **Follow-up", "**The answer in three sentences.**")
+_REPORT_LINES_SHOWN_ABOVE = ("# ", "> **Follow-up", "> **Beyond the seven follow-ups",
+                             "**The answer in three sentences.**")
 
 
 def drill_report(name: str) -> str:
