@@ -71,16 +71,27 @@ HISTORY_SQL = text(
 HISTORY_ROWS = 100_000  # every rig starts with this much history: a benchmark of a system that has been running
 HISTORY_CHUNK = 1_000_000
 # The samplers run every second or faster, so they must read what the claim reads -- one range of the partial
-# index per (pool, tenant), stopping at now() -- and never scan the table: with 10M rows scheduled for later, a
-# plain count(*) WHERE ready_at <= now() was a sequential scan several times a second, and it was the benchmark
-# that slowed the system down.
-DUE_READY = (
-    "(SELECT count(*) FROM pools p CROSS JOIN tenants t CROSS JOIN LATERAL ("
-    "   SELECT 1 FROM occurrences o WHERE o.state = 'ready' AND o.pool = p.name AND o.tenant_id = t.id"
-    "   AND o.ready_at <= now()) due)")
+# index per (pool, tenant), stopping at now() -- never the table: with 10M rows scheduled for later a plain
+# count(*) WHERE ready_at <= now() was a sequential scan several times a second, and a flattened join chose a
+# 50 ms plan against a fresh backlog. ORDER BY (ready_at, id) + LIMIT, exactly as in d2_claim, keeps each
+# lateral subquery a per-(pool, tenant) range scan of occurrences_ready that the planner cannot flatten.
 BACKLOG_NOW_SQL = text(
-    f"SELECT {DUE_READY}"
+    "SELECT (SELECT count(*) FROM pools p CROSS JOIN tenants t CROSS JOIN LATERAL ("
+    "          SELECT 1 FROM occurrences o WHERE o.state = 'ready' AND o.pool = p.name"
+    "          AND o.tenant_id = t.id AND o.ready_at <= now() ORDER BY o.ready_at, o.id LIMIT 10000000) due)"
     "     + (SELECT count(*) FROM jobs WHERE next_fire_at <= now() AND NOT paused AND deleted_at IS NULL)")
+# "Are at least :cap occurrences due?" for the saturation loop: bounded work, whatever the backlog.
+DUE_AT_LEAST_SQL = text(
+    "SELECT count(*) >= :cap FROM (SELECT 1 FROM pools p CROSS JOIN tenants t CROSS JOIN LATERAL ("
+    "    SELECT 1 FROM occurrences o WHERE o.state = 'ready' AND o.pool = p.name AND o.tenant_id = t.id"
+    "    AND o.ready_at <= now() ORDER BY o.ready_at, o.id LIMIT :cap) due LIMIT :cap) x")
+# Nothing due, claimed or unmaterialised. Bench jobs allow overlap, so none is ever 'waiting'.
+IDLE_SQL = text(
+    "SELECT NOT EXISTS (SELECT 1 FROM pools p CROSS JOIN tenants t CROSS JOIN LATERAL ("
+    "                     SELECT 1 FROM occurrences o WHERE o.state = 'ready' AND o.pool = p.name"
+    "                     AND o.tenant_id = t.id AND o.ready_at <= now() ORDER BY o.ready_at, o.id LIMIT 1) due)"
+    "   AND NOT EXISTS (SELECT 1 FROM occurrences WHERE state = 'running')"
+    "   AND NOT EXISTS (SELECT 1 FROM jobs WHERE next_fire_at <= now() AND NOT paused AND deleted_at IS NULL)")
 LAG_SQL = text(
     "SELECT count(*) AS n,"
     "       percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY lag_ms) AS p,"
@@ -95,9 +106,6 @@ LOST_SQL = text(
     "SELECT count(*) FROM jobs j WHERE j.run_at >= :since AND j.run_at < :until"
     " AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.job_id = j.id AND o.state = 'succeeded')")
 POSTGRES_PIDS_SQL = text("SELECT pid FROM pg_stat_activity WHERE datname = current_database() OR datname IS NULL")
-# Work that is due or in flight; occurrences scheduled for later (the scale test loads millions) are not. Bench
-# jobs allow overlap, so none is ever 'waiting'.
-UNFINISHED_SQL = text(f"SELECT {DUE_READY} + (SELECT count(*) FROM occurrences WHERE state = 'running')")
 SERIES_SQL = text(
     "WITH done AS ("
     "  SELECT floor(extract(epoch FROM a.finished_at - :origin))::int AS second, count(*) AS completed"
@@ -289,15 +297,19 @@ class Rig:
         with self.engine.begin() as conn:
             return conn.execute(BACKLOG_NOW_SQL).scalar_one()
 
-    def unfinished(self) -> int:
+    def due_at_least(self, cap: int) -> bool:
         with self.engine.begin() as conn:
-            return conn.execute(UNFINISHED_SQL).scalar_one()
+            return conn.execute(DUE_AT_LEAST_SQL, {"cap": cap}).scalar_one()
+
+    def idle(self) -> bool:
+        with self.engine.begin() as conn:
+            return conn.execute(IDLE_SQL).scalar_one()
 
     def wait_drained(self, timeout: float) -> bool:
-        """Until nothing is due, claimed or unfinished (the last attempts completed), or ``timeout``."""
+        """Until nothing is due, claimed or unmaterialised (the last attempts completed), or ``timeout``."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.unfinished() == 0 and self.backlog() == 0:
+            if self.idle():
                 return True
             time.sleep(0.25)
         return False
@@ -437,11 +449,12 @@ def series(engine: Engine, origin: datetime, until: datetime) -> list[dict[str, 
 
 
 class BacklogSampler(threading.Thread):
-    """The backlog (due, not yet claimed) once a second, plus CPU samples so short-lived processes count."""
+    """The backlog (due, not yet claimed) once a second, plus CPU samples so short-lived processes count.
+    ``count_backlog=False`` samples CPU only: counting a 50,000-row backlog every second is work of its own."""
 
-    def __init__(self, the_rig: Rig, meter: ProcessMeter):
+    def __init__(self, the_rig: Rig, meter: ProcessMeter, count_backlog: bool = True):
         super().__init__(name="backlog-sampler", daemon=True)
-        self.rig, self.meter = the_rig, meter
+        self.rig, self.meter, self.count_backlog = the_rig, meter, count_backlog
         self.samples: list[tuple[float, int]] = []
         self.halt = threading.Event()
         self._t0 = time.monotonic()
@@ -449,7 +462,8 @@ class BacklogSampler(threading.Thread):
     def run(self) -> None:
         while not self.halt.wait(SAMPLE_SECONDS):
             try:
-                self.samples.append((round(time.monotonic() - self._t0, 1), self.rig.backlog()))
+                if self.count_backlog:
+                    self.samples.append((round(time.monotonic() - self._t0, 1), self.rig.backlog()))
                 self.meter.sample()
             except Exception:  # a sample lost to a busy database is a gap in the series, not a failed run
                 continue

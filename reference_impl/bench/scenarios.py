@@ -100,7 +100,7 @@ def _hold_snapshot(rig: harness.Rig, snapshot: HeldSnapshot, start, load: harnes
             deadline = time.monotonic() + snapshot.hold_seconds
             while time.monotonic() < deadline and load.is_alive():
                 progress(f"snapshot held for {snapshot.hold_seconds - (deadline - time.monotonic()):,.0f}s "
-                         f"of {snapshot.hold_seconds:,.0f}s; backlog {rig.backlog():,}")
+                         f"of {snapshot.hold_seconds:,.0f}s")
                 time.sleep(1)
     return {"from": held_from, "until": rig.db_now()}
 
@@ -132,13 +132,13 @@ def drain(shape: ClusterShape, backlog: int, progress: Progress = quiet,
 def drain_on(rig: harness.Rig, backlog: int, progress: Progress = quiet) -> dict[str, Any]:
     """One drain on a running rig (scale.py repeats it on a database it filled with millions of rows)."""
     meter = harness.ProcessMeter(rig.components(), rig.engine)
-    sampler = harness.BacklogSampler(rig, meter)
+    sampler = harness.BacklogSampler(rig, meter, count_backlog=False)
     meter.start()
     before, committed = harness.insert_backlog(rig.engine, backlog, rig.shape.tenants)
     sampler.start()
     deadline = time.monotonic() + DRAIN_TIMEOUT_SECONDS
     while time.monotonic() < deadline and not rig.wait_drained(1.0):
-        progress(f"draining {backlog:,}: {rig.backlog():,} left")
+        progress(f"draining {backlog:,}: {time.monotonic() - deadline + DRAIN_TIMEOUT_SECONDS:,.0f}s")
     meter.stop()
     sampler.halt.set()
     done, _, last = harness.completed(rig.engine, before, rig.db_now())
@@ -159,7 +159,7 @@ def saturate(shape: ClusterShape, seconds: float, progress: Progress = quiet) ->
         deadline = time.monotonic() + seconds
         inserted = 0
         while time.monotonic() < deadline:
-            if rig.backlog() < SATURATE_DEPTH:
+            if not rig.due_at_least(SATURATE_DEPTH):
                 harness.insert_backlog(rig.engine, SATURATE_CHUNK, shape.tenants)
                 inserted += SATURATE_CHUNK
             progress(f"saturating: {inserted:,} occurrences offered")
