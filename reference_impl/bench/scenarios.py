@@ -51,9 +51,12 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
         meter.start()
         sampler.start()
         snapshot_window = _hold_snapshot(rig, snapshot, start, load, progress) if snapshot else None
-        while rig.db_now() < load.end and load.is_alive():
+        # The generator writes each job LEAD_SECONDS before it fires, so it finishes that much before the last
+        # fire time: wait for the fire times themselves, or the drain below would find the last jobs not yet
+        # due, call the rig idle, and count them lost.
+        while rig.db_now() < load.end and not load.error:
             progress(f"{rate:,.0f}/s offered: {load.scheduled:,} of {load.total:,} jobs scheduled")
-            time.sleep(1)
+            time.sleep(min(1.0, max(0.05, (load.end - rig.db_now()).total_seconds())))
         load.join()
         meter.stop()
         sampler.halt.set()
