@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from urllib.parse import urlsplit, urlunsplit
 
@@ -81,6 +83,21 @@ def create_scratch_database(url: str, prefix: str = "d2") -> str:
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     _run_outside_transaction(url, f'CREATE DATABASE "{name}"')
     return with_database(url, name)
+
+
+@contextmanager
+def scratch_database(server_url: str, prefix: str, *, schema: bool = True, pool_size: int = 5,
+                     application_name: str = "d2kit") -> Iterator[tuple[str, Engine]]:
+    """A fresh database (with the schema unless ``schema=False``) and an engine on it; dropped afterwards."""
+    url = create_scratch_database(server_url, prefix)
+    engine = make_engine(url, pool_size=pool_size, application_name=application_name)
+    try:
+        if schema:
+            init_schema(engine)
+        yield url, engine
+    finally:
+        engine.dispose()
+        drop_database(url)
 
 
 def drop_database(url: str) -> None:

@@ -111,25 +111,25 @@ def export_command(
     if variants is None:
         raise _fail(f"--format must be svg, png or both, not {format!r}")
     out_dir = out or file.resolve().parent
-    try:
-        written = export_many([(file, variant, out_dir) for variant in variants])
-    except (ExporterMissing, RuntimeError) as exc:
-        raise _fail(str(exc)) from exc
-    for path in written:
-        typer.echo(f"wrote {path}")
+    _export_and_list([(file, variant, out_dir) for variant in variants], shown=lambda path: path)
 
 
 @app.command("export-all")
 def export_all_command() -> None:
     """Re-export every reference diagram in designs/d2/diagrams (light SVG, dark SVG, PNG)."""
-    jobs = [(source, variant, source.parent)
-            for source in reference_sources() for variant in REFERENCE_VARIANTS]
+    _export_and_list([(source, variant, source.parent)
+                      for source in reference_sources() for variant in REFERENCE_VARIANTS],
+                     shown=lambda path: path.relative_to(REPO_ROOT))
+
+
+def _export_and_list(jobs, shown) -> None:
+    """Export, turning a missing or failing exporter into a clear error; print each file written."""
     try:
         written = export_many(jobs)
     except (ExporterMissing, RuntimeError) as exc:
         raise _fail(str(exc)) from exc
     for path in written:
-        typer.echo(f"wrote {path.relative_to(REPO_ROOT)}")
+        typer.echo(f"wrote {shown(path)}")
 
 
 @app.command("check")

@@ -15,12 +15,8 @@ def server_url() -> str:
 @pytest.fixture
 def database_url(server_url: str):
     """A fresh database with the schema applied; dropped afterwards."""
-    url = db.create_scratch_database(server_url, prefix="d2test")
-    engine = db.make_engine(url)
-    db.init_schema(engine)
-    engine.dispose()
-    yield url
-    db.drop_database(url)
+    with db.scratch_database(server_url, "d2test") as (url, _):
+        yield url
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 
 from reference_impl.jobs import JobSpec, unstorable_values
+from reference_impl.processes import describe_error
 
 
 def field_error(loc: Sequence[str | int], message: str) -> RequestValidationError:
@@ -42,16 +43,12 @@ async def _validation_failed(request: Request, error: RequestValidationError) ->
 
 
 async def _conflict(request: Request, error: sa_exc.IntegrityError) -> JSONResponse:
-    return JSONResponse({"detail": f"conflicts with existing data: {_first_line(error.orig)}"}, status_code=409)
+    return JSONResponse({"detail": f"conflicts with existing data: {describe_error(error.orig)}"}, status_code=409)
 
 
 async def _database_unavailable(request: Request, error: Exception) -> JSONResponse:
-    return JSONResponse({"detail": f"database unavailable, retry later: {_first_line(error)}"},
+    return JSONResponse({"detail": f"database unavailable, retry later: {describe_error(error)}"},
                         status_code=503, headers={"Retry-After": "5"})
-
-
-def _first_line(error: object) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def install(app: FastAPI) -> None:

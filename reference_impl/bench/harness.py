@@ -337,10 +337,7 @@ def seed_history(engine: Engine, executions: int, tenants: int, progress: Progre
 def rig(shape: ClusterShape, prepare: Callable[[Engine], None] | None = None) -> Iterator[Rig]:
     """A fresh database on the server in use, ``shape``'s processes running on it; all removed afterwards.
     ``prepare(engine)`` runs on the empty schema before any process starts (e.g. to fill tables)."""
-    url = db.create_scratch_database(db.database_url(), prefix="d2bench")
-    engine = db.make_engine(url, pool_size=4, application_name="d2-bench")
-    try:
-        db.init_schema(engine)
+    with db.scratch_database(db.database_url(), "d2bench", pool_size=4, application_name="d2-bench") as (url, engine):
         with engine.begin() as conn:
             # Caps high enough never to bind: the bench measures dispatch, the noisy-tenant drill measures caps.
             conn.execute(text(
@@ -356,9 +353,6 @@ def rig(shape: ClusterShape, prepare: Callable[[Engine], None] | None = None) ->
             the_rig.start_workers()
             the_rig.wait_registered()
             yield the_rig
-    finally:
-        engine.dispose()
-        db.drop_database(url)
 
 
 # -- offered load ------------------------------------------------------------------------------------------------

@@ -60,8 +60,7 @@ def peer_versions() -> dict[str, str]:
 
 def run_peer(system: str, mode: str, shape: ClusterShape, **options: float) -> dict[str, Any]:
     """One measurement of a peer on a fresh scratch database (dropped afterwards)."""
-    url = db.create_scratch_database(db.database_url(), prefix=f"d2peer_{system}")
-    try:
+    with db.scratch_database(db.database_url(), f"d2peer_{system}", schema=False) as (url, _):
         cmd = [str(bench_python()), str(RUNNER), system, mode, "--url", url, "--workers", str(shape.workers),
                "--concurrency", str(shape.concurrency)]
         for key, value in options.items():
@@ -70,8 +69,6 @@ def run_peer(system: str, mode: str, shape: ClusterShape, **options: float) -> d
         if done.returncode != 0:
             raise RuntimeError(f"{system} {mode} failed: {done.stderr.strip()[-2000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        db.drop_database(url)
 
 
 def _ours(mode: str, shape: ClusterShape, lag_seconds: float, saturate_seconds: float, backlog: int,

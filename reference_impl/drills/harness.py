@@ -300,30 +300,24 @@ def run_drill(name: str, *, quick: bool, negative_control: bool = False, publish
     shutil.rmtree(out, ignore_errors=True)
     (out / "logs").mkdir(parents=True)
     started = time.monotonic()
-    with registry.server_for(module) as server_url:
-        url = db.create_scratch_database(server_url, prefix="d2drill")
-        engine = db.make_engine(url, application_name="d2-drill")
-        try:
-            db.init_schema(engine)
-            cluster = LocalCluster(url, out / "logs")
-            drill = Drill(name, quick, negative_control, url, engine, cluster, out)
-            with _Live(drill, live):
-                try:
-                    module.run(drill)
-                except Exception as exc:
-                    (out / "error.txt").write_text(traceback.format_exc())
-                    drill.check("the drill ran to the end", False, f"{type(exc).__name__}: {exc}")
-                finally:
-                    cluster.stop(timeout=STOP_TIMEOUT_SECONDS)
+    with registry.server_for(module) as server_url, \
+            db.scratch_database(server_url, "d2drill", application_name="d2-drill") as (url, engine):
+        cluster = LocalCluster(url, out / "logs")
+        drill = Drill(name, quick, negative_control, url, engine, cluster, out)
+        with _Live(drill, live):
             try:
-                with engine.connect() as conn:
-                    picture = timeline.collect(conn, drill)
-            except Exception as exc:  # e.g. the database did not come back: the verdict still gets written
-                drill.check("the history could be read back for the timeline", False, f"{type(exc).__name__}: {exc}")
-                picture = timeline.Picture(drill.elapsed(), [], {}, 1.0, 0, 0)
-        finally:
-            engine.dispose()
-            db.drop_database(url)
+                module.run(drill)
+            except Exception as exc:
+                (out / "error.txt").write_text(traceback.format_exc())
+                drill.check("the drill ran to the end", False, f"{type(exc).__name__}: {exc}")
+            finally:
+                cluster.stop(timeout=STOP_TIMEOUT_SECONDS)
+        try:
+            with engine.connect() as conn:
+                picture = timeline.collect(conn, drill)
+        except Exception as exc:  # e.g. the database did not come back: the verdict still gets written
+            drill.check("the history could be read back for the timeline", False, f"{type(exc).__name__}: {exc}")
+            picture = timeline.Picture(drill.elapsed(), [], {}, 1.0, 0, 0)
     result = {
         "drill": name,
         "follow_up": module.FOLLOW_UP,
