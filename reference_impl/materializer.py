@@ -28,7 +28,7 @@ ENUMERATION_LIMIT = 100_000     # bounds the CPU spent enumerating a per-second 
 
 DUE_JOBS_SQL = text(
     "SELECT id, schedule_kind, run_at, cron, timezone, dst_gap, dst_overlap, misfire_policy, catchup_window,"
-    " max_catchup, materialized_through FROM jobs"
+    " max_catchup, materialized_through, now() AS db_now FROM jobs"
     " WHERE next_fire_at <= now() + make_interval(secs => :lookahead) AND NOT paused AND deleted_at IS NULL"
     " ORDER BY next_fire_at LIMIT :n FOR UPDATE SKIP LOCKED")
 PARK_FOR = timedelta(minutes=1)
@@ -58,10 +58,10 @@ def plan_job(job, now: datetime) -> tuple[list[schedule.FireTime], datetime, dat
 
 def materialise_due(conn: Connection) -> int:
     """One pass over due jobs, in the caller's transaction. Returns occurrence rows inserted."""
-    now = conn.execute(text("SELECT now()")).scalar_one()
     jobs = conn.execute(DUE_JOBS_SQL, {"lookahead": LOOKAHEAD.total_seconds(), "n": JOBS_PER_PASS}).all()
     if not jobs:
         return 0
+    now = jobs[0].db_now  # the transaction's now(): the same instant the due test above used
     job_ids, fire_ats, reasons = [], [], []
     cursor_ids, throughs, nexts = [], [], []
     planned = []
