@@ -28,7 +28,7 @@ def test_illegal_occurrence_transition_fails(engine):
     with engine.begin() as conn:
         occ = _occurrence(conn, "ready")
         conn.execute(text("UPDATE occurrences SET state = 'running' WHERE id = :o"), {"o": occ})
-        conn.execute(text("UPDATE occurrences SET state = 'succeeded' WHERE id = :o"), {"o": occ})
+        conn.execute(text("UPDATE occurrences SET state = 'succeeded', finished_at = now() WHERE id = :o"), {"o": occ})
     with pytest.raises(IntegrityError, match="illegal occurrence transition: succeeded -> ready"):
         with engine.begin() as conn:
             conn.execute(text("UPDATE occurrences SET state = 'ready' WHERE id = :o"), {"o": occ})
@@ -38,3 +38,17 @@ def test_occurrence_cannot_be_born_running(engine):
     with pytest.raises(IntegrityError, match="illegal occurrence transition: new -> running"):
         with engine.begin() as conn:
             _occurrence(conn, "running")
+
+
+def test_a_terminal_occurrence_must_say_when_it_finished(engine):
+    # occurrences_unfinished (the overlap policies' index) is keyed on finished_at IS NULL, so the database keeps
+    # "finished_at is set" and "the state is terminal" the same fact.
+    with engine.begin() as conn:
+        occ = _occurrence(conn, "ready")
+        conn.execute(text("UPDATE occurrences SET state = 'running' WHERE id = :o"), {"o": occ})
+    with pytest.raises(IntegrityError, match="finished_iff_terminal"):
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE occurrences SET state = 'succeeded' WHERE id = :o"), {"o": occ})
+    with pytest.raises(IntegrityError, match="finished_iff_terminal"):
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE occurrences SET finished_at = now() WHERE id = :o"), {"o": occ})

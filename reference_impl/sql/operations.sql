@@ -7,7 +7,7 @@
 --   d2_heartbeat     workers: extend leases (batched), report clock skew, learn of lost/cancelled attempts
 --   d2_complete      workers: finish attempts, fenced by token (d2_settle moves the occurrence on)
 --   d2_reap          scheduler replicas: expired leases -> attempt lost, occurrence retried or dead
---   d2_cancel_job    API/CLI: delete or cancel a job cooperatively
+--   d2_cancel_open   API/CLI/overlap: cancel a job's unfinished occurrences cooperatively
 --   d2_fenced_ledger_write   the demo job's own write path, fenced by token
 
 -- Retry delay after a failed or lost attempt: exponential with full jitter, capped at 5 minutes.
@@ -24,9 +24,9 @@ LANGUAGE sql AS $$
     FROM (
         SELECT DISTINCT ON (w.job_id) w.id
         FROM occurrences w
-        WHERE w.job_id = ANY (p_job_ids) AND w.state = 'waiting'
+        WHERE w.job_id = ANY (p_job_ids) AND w.finished_at IS NULL AND w.state = 'waiting'
           AND NOT EXISTS (SELECT 1 FROM occurrences b
-                          WHERE b.job_id = w.job_id AND b.state IN ('ready', 'running'))
+                          WHERE b.job_id = w.job_id AND b.finished_at IS NULL AND b.state IN ('ready', 'running'))
         ORDER BY w.job_id, w.fire_at
     ) nxt
     WHERE o.id = nxt.id AND o.state = 'waiting'   -- re-checked under the row lock
@@ -81,7 +81,7 @@ BEGIN
             -- Overlap policy: what to do when the previous run of this job has not finished.
             SELECT count(*) FILTER (WHERE state IN ('ready', 'running')), count(*) FILTER (WHERE state = 'waiting')
               INTO v_open, v_waiting
-              FROM occurrences WHERE job_id = f.job_id AND state IN ('waiting', 'ready', 'running');
+              FROM occurrences WHERE job_id = f.job_id AND finished_at IS NULL;
             IF v_open + v_waiting > 0 THEN
                 CASE f.overlap_policy
                     WHEN 'skip' THEN
@@ -141,7 +141,8 @@ BEGIN
                  p.tokens + p.admission_rate * greatest(0, extract(epoch FROM clock_timestamp() - p.refilled_at)))
       INTO v_rate, v_tokens
       FROM pools p WHERE p.name = p_pool
-      FOR UPDATE;
+      FOR NO KEY UPDATE;   -- not FOR UPDATE: that would also block every INSERT INTO jobs (its foreign key
+                           -- takes KEY SHARE on the pool row), so job submission would queue behind claims
     IF NOT FOUND THEN
         RAISE EXCEPTION 'unknown pool %', p_pool USING ERRCODE = 'foreign_key_violation';
     END IF;
@@ -172,13 +173,17 @@ BEGIN
             ORDER BY (cd.running_n + cd.k)::double precision / cd.weight, cd.ready_at, cd.id
             LIMIT v_allow
         ), locked AS (
-            SELECT o.id FROM occurrences o JOIN chosen ON chosen.id = o.id
-            WHERE o.state = 'ready'   -- re-checked on the latest version of a row changed meanwhile
-            FOR UPDATE OF o SKIP LOCKED
+            -- Found by primary key, and the state is checked on what the lock returns (the row's latest version)
+            -- rather than in a WHERE clause: a "state = 'ready'" predicate here lets the planner pick the
+            -- occurrences_ready index, and with statistics taken while nothing was ready it walked every ready
+            -- row of the pool once per chosen row (measured: 280 ms a claim behind a 20k backlog).
+            SELECT o.id, o.state FROM occurrences o
+            WHERE o.id = ANY (ARRAY(SELECT chosen.id FROM chosen))
+            FOR UPDATE SKIP LOCKED
         ), claimed AS (
             UPDATE occurrences o
                SET state = 'running', attempts = o.attempts + 1, current_token = nextval('fencing_tokens')
-              FROM locked WHERE o.id = locked.id
+              FROM locked WHERE o.id = locked.id AND locked.state = 'ready'
             RETURNING o.id, o.job_id, o.fire_at, o.attempts, o.current_token
         ), started AS (
             -- dispatched_at is read AFTER the pool lock was granted (clock_timestamp, not the transaction's
@@ -367,15 +372,16 @@ END $$;
 -- cooperatively (the worker hears 'cancel' on its next heartbeat and completes as cancelled).
 CREATE OR REPLACE FUNCTION d2_cancel_open(p_job_id bigint, p_reason text) RETURNS void
 LANGUAGE sql AS $$
-    SELECT 1 FROM occurrences WHERE job_id = p_job_id AND state IN ('waiting', 'ready', 'running')
+    SELECT 1 FROM occurrences WHERE job_id = p_job_id AND finished_at IS NULL
      ORDER BY id FOR UPDATE;
     UPDATE attempts a SET cancel_requested = true
       FROM occurrences o
-     WHERE o.job_id = p_job_id AND o.state = 'running' AND a.token = o.current_token AND a.state = 'running';
+     WHERE o.job_id = p_job_id AND o.finished_at IS NULL AND o.state = 'running'
+       AND a.token = o.current_token AND a.state = 'running';
     UPDATE occurrences SET reason = p_reason
-     WHERE job_id = p_job_id AND state = 'running';
+     WHERE job_id = p_job_id AND finished_at IS NULL AND state = 'running';
     UPDATE occurrences SET state = 'cancelled', reason = p_reason, finished_at = clock_timestamp()
-     WHERE job_id = p_job_id AND state IN ('waiting', 'ready');
+     WHERE job_id = p_job_id AND finished_at IS NULL AND state IN ('waiting', 'ready');
 $$;
 
 -- ---------------------------------------------------------------------------------------------

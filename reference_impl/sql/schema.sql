@@ -98,10 +98,11 @@ CREATE TABLE IF NOT EXISTS occurrences (
     current_token  bigint,                       -- fencing token of the only attempt allowed to finish it
     reason         text,                         -- why skipped / dead / cancelled
     created_at     timestamptz NOT NULL DEFAULT now(),
-    finished_at    timestamptz,
+    finished_at    timestamptz,                  -- set exactly when the state becomes terminal
     -- THE guarantee against double materialisation: whichever replica, however it crashed,
     -- an occurrence can exist once.
-    UNIQUE (job_id, fire_at)
+    UNIQUE (job_id, fire_at),
+    CONSTRAINT finished_iff_terminal CHECK ((finished_at IS NULL) = (state IN ('waiting', 'ready', 'running')))
 );
 -- The claim probes this index once per tenant: ready work in a pool, oldest first. The id is in the key
 -- because the claim orders by (ready_at, id): without it every probe reads and sorts ALL of a tenant's due rows,
@@ -111,9 +112,12 @@ CREATE INDEX IF NOT EXISTS occurrences_ready ON occurrences (pool, tenant_id, re
 -- Counting running attempts per tenant (caps) reads only the running rows.
 CREATE INDEX IF NOT EXISTS occurrences_running ON occurrences (pool, tenant_id)
     WHERE state = 'running';
--- Overlap policies ask "does this job have an unfinished occurrence?"
-CREATE INDEX IF NOT EXISTS occurrences_open ON occurrences (job_id, fire_at)
-    WHERE state IN ('waiting', 'ready', 'running');
+-- Overlap policies ask "does this job have an unfinished occurrence?" The predicate is finished_at, not the
+-- state, on purpose: a state predicate would make this index usable by the claim's "state = 'ready'", and with
+-- statistics taken while nothing was ready the planner chose it -- reading and sorting every ready row of the
+-- pool on each claim (measured: 130 ms per claim behind a 20k backlog, instead of ~1 ms).
+CREATE INDEX IF NOT EXISTS occurrences_unfinished ON occurrences (job_id, fire_at)
+    WHERE finished_at IS NULL;
 
 -- ---------------------------------------------------------------------------------------------
 -- Attempts: one row per dispatch. The primary key IS the fencing token: drawn from a sequence,
