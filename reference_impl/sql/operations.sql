@@ -314,15 +314,17 @@ BEGIN
         PERFORM d2_settle(v_accepted);
     END IF;
 
-    INSERT INTO fence_rejections (token, path, occurrence_id, detail)
-    SELECT t.token, 'complete', a.occurrence_id,
-           CASE WHEN a.token IS NULL THEN 'no such attempt'
-                ELSE format('attempt is %s; occurrence %s is held by token %s',
-                            a.state, o.id, coalesce(o.current_token::text, 'none')) END
-    FROM unnest(p_tokens) AS t (token)
-    LEFT JOIN attempts a ON a.token = t.token
-    LEFT JOIN occurrences o ON o.id = a.occurrence_id
-    WHERE NOT t.token = ANY (v_accepted);
+    IF cardinality(v_accepted) < cardinality(p_tokens) THEN
+        INSERT INTO fence_rejections (token, path, occurrence_id, detail)
+        SELECT t.token, 'complete', a.occurrence_id,
+               CASE WHEN a.token IS NULL THEN 'no such attempt'
+                    ELSE format('attempt is %s; occurrence %s is held by token %s',
+                                a.state, o.id, coalesce(o.current_token::text, 'none')) END
+        FROM unnest(p_tokens) AS t (token)
+        LEFT JOIN attempts a ON a.token = t.token
+        LEFT JOIN occurrences o ON o.id = a.occurrence_id
+        WHERE NOT t.token = ANY (v_accepted);
+    END IF;
 
     RETURN QUERY SELECT t.token, t.token = ANY (v_accepted) FROM unnest(p_tokens) AS t (token);
 END $$;

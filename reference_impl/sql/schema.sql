@@ -163,28 +163,38 @@ INSERT INTO state_transitions (machine, from_state, to_state) VALUES
     ('attempt', 'running', 'lost'), ('attempt', 'running', 'cancelled')
 ON CONFLICT DO NOTHING;
 
-CREATE OR REPLACE FUNCTION enforce_state_transition() RETURNS trigger
+-- Raises for a transition the table does not list; only ever called for one (see the WHEN clauses below).
+CREATE OR REPLACE FUNCTION reject_state_transition() RETURNS trigger
 LANGUAGE plpgsql AS $$
-DECLARE
-    v_from text := CASE WHEN TG_OP = 'INSERT' THEN 'new' ELSE OLD.state END;
 BEGIN
-    IF TG_OP = 'UPDATE' AND OLD.state = NEW.state THEN
-        RETURN NEW;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM state_transitions
-                   WHERE machine = TG_ARGV[0] AND from_state = v_from AND to_state = NEW.state) THEN
-        RAISE EXCEPTION 'illegal % transition: % -> %', TG_ARGV[0], v_from, NEW.state
-            USING ERRCODE = 'check_violation';
-    END IF;
-    RETURN NEW;
+    RAISE EXCEPTION 'illegal % transition: % -> %', TG_ARGV[0],
+        CASE WHEN TG_OP = 'INSERT' THEN 'new' ELSE OLD.state END, NEW.state
+        USING ERRCODE = 'check_violation';
 END $$;
 
-CREATE OR REPLACE TRIGGER occurrences_state_machine
-    BEFORE INSERT OR UPDATE OF state ON occurrences
-    FOR EACH ROW EXECUTE FUNCTION enforce_state_transition('occurrence');
-CREATE OR REPLACE TRIGGER attempts_state_machine
-    BEFORE INSERT OR UPDATE OF state ON attempts
-    FOR EACH ROW EXECUTE FUNCTION enforce_state_transition('attempt');
+-- The triggers are compiled from the table: each one's WHEN clause lists the legal transitions, so a legal
+-- transition costs one expression evaluated in C and only an illegal one calls the function above. (A PL/pgSQL
+-- trigger that looked the pair up on every row cost ~7 us a row, five rows an execution: 14% of a core at
+-- 4,000 executions/s.) The table stays the one place the machines are written down; after changing it, apply
+-- this file again (d2kit db init) and the triggers follow.
+DO $$
+DECLARE
+    m record;
+BEGIN
+    FOR m IN SELECT machine, machine || 's' AS tbl,
+                    array_agg(to_state) FILTER (WHERE from_state = 'new') AS births,
+                    array_agg(from_state || '>' || to_state) FILTER (WHERE from_state <> 'new') AS moves
+             FROM state_transitions GROUP BY machine
+    LOOP
+        EXECUTE format('CREATE OR REPLACE TRIGGER %I BEFORE INSERT ON %I FOR EACH ROW'
+                       ' WHEN (NEW.state <> ALL (%L::text[])) EXECUTE FUNCTION reject_state_transition(%L)',
+                       m.tbl || '_state_machine_birth', m.tbl, m.births, m.machine);
+        EXECUTE format('CREATE OR REPLACE TRIGGER %I BEFORE UPDATE OF state ON %I FOR EACH ROW'
+                       ' WHEN (OLD.state <> NEW.state AND OLD.state || ''>'' || NEW.state <> ALL (%L::text[]))'
+                       ' EXECUTE FUNCTION reject_state_transition(%L)',
+                       m.tbl || '_state_machine', m.tbl, m.moves, m.machine);
+    END LOOP;
+END $$;
 
 -- ---------------------------------------------------------------------------------------------
 -- Fencing evidence: every write refused because its token was stale.
