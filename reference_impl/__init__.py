@@ -6,6 +6,7 @@ Where each idea lives (one place each):
 schema and state machines   ``sql/schema.sql``
 claim / heartbeat / fence   ``sql/operations.sql`` (d2_claim, d2_heartbeat, d2_complete)
 reaper (lease expiry)       ``sql/operations.sql`` d2_reap, run by ``reaper.py``
+cleaner (retention)         ``sql/operations.sql`` d2_clean, run by ``cleaner.py``
 materialiser (replicas)     ``materializer.py`` + d2_materialise
 catch-up and overlap        ``policies.py``
 cron, time zones, DST       ``schedule.py``

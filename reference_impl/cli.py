@@ -7,7 +7,7 @@ import json
 import typer
 from rich.console import Console
 
-from reference_impl import db
+from reference_impl import cleaner, db
 
 app = typer.Typer(
     help="D2 Kit: design a fault-tolerant distributed job scheduler -- reference implementation, "
@@ -172,22 +172,27 @@ def executions(
 
 
 # -- processes ----------------------------------------------------------------------------------------
-scheduler_app = typer.Typer(help="A scheduler replica (materialiser + reaper).", no_args_is_help=True)
+scheduler_app = typer.Typer(help="A scheduler replica (materialiser + reaper + cleaner).", no_args_is_help=True)
 worker_app = typer.Typer(help="A worker process for one pool.", no_args_is_help=True)
 app.add_typer(scheduler_app, name="scheduler")
 app.add_typer(worker_app, name="worker")
 
 
 @scheduler_app.command("run")
-def scheduler_run(process_id: str = typer.Option("scheduler-1", "--id", help="Unique process id.")) -> None:
+def scheduler_run(
+    process_id: str = typer.Option("scheduler-1", "--id", help="Unique process id."),
+    retention_days: float = typer.Option(cleaner.DEFAULT_RETENTION.days, min=0.001,
+                                         help="Finished executions older than this many days are deleted."),
+) -> None:
     """Run one scheduler replica until SIGTERM/SIGINT."""
     import threading
+    from datetime import timedelta
 
     from reference_impl import processes
     from reference_impl.scheduler import Scheduler, SchedulerConfig
 
     processes.configure_logging(process_id)
-    scheduler = Scheduler(db.database_url(), SchedulerConfig(process_id))
+    scheduler = Scheduler(db.database_url(), SchedulerConfig(process_id, retention=timedelta(days=retention_days)))
     processes.stop_on_signals(scheduler.stop)
     threading.current_thread().name = process_id
     scheduler.run()

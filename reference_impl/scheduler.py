@@ -1,4 +1,4 @@
-"""A scheduler replica: materialiser + reaper + its own liveness row, in one loop.
+"""A scheduler replica: materialiser + reaper + cleaner + its own liveness row, in one loop.
 
 Run any number of them (active-active). None is special: kill one at any instant and the others carry on;
 correctness comes from row locks and unique keys in PostgreSQL, not from electing a leader.
@@ -10,8 +10,9 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
-from reference_impl import db, materializer, processes, reaper
+from reference_impl import cleaner, db, materializer, processes, reaper
 
 log = logging.getLogger("d2kit.scheduler")
 
@@ -22,6 +23,8 @@ class SchedulerConfig:
     tick_seconds: float = 0.1        # materialise pass period (occurrences are written LOOKAHEAD early)
     reap_every_seconds: float = 0.5  # lease expiry is detected within this of the lease running out
     heartbeat_every_seconds: float = 1.0
+    clean_every_seconds: float = 60.0  # retention is in days: a minute late costs nothing
+    retention: timedelta = cleaner.DEFAULT_RETENTION
 
 
 class Scheduler:
@@ -32,7 +35,7 @@ class Scheduler:
 
     def run(self) -> None:
         cfg = self.config
-        last_reap = last_heartbeat = 0.0
+        last_reap = last_heartbeat = last_clean = 0.0
         registered = False
         while not self.stop.is_set():
             started = time.monotonic()
@@ -50,6 +53,12 @@ class Scheduler:
                     if lost:
                         log.info("reaped %d expired leases", lost)
                     last_reap = started
+                if started - last_clean >= cfg.clean_every_seconds:
+                    with self.engine.begin() as conn:
+                        deleted = cleaner.clean_expired(conn, cfg.retention)
+                    if deleted:
+                        log.info("cleaned %d finished occurrences older than %s", deleted, cfg.retention)
+                    last_clean = started
                 if started - last_heartbeat >= cfg.heartbeat_every_seconds:
                     processes.heartbeat(self.engine, cfg.scheduler_id)
                     last_heartbeat = started

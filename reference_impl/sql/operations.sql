@@ -7,6 +7,7 @@
 --   d2_heartbeat     workers: extend leases (batched), report clock skew, learn of lost/cancelled attempts
 --   d2_complete      workers: finish attempts, fenced by token (d2_settle moves the occurrence on)
 --   d2_reap          scheduler replicas: expired leases -> attempt lost, occurrence retried or dead
+--   d2_clean         scheduler replicas: retention -- delete finished executions older than it
 --   d2_cancel_open   API/CLI/overlap: cancel a job's unfinished occurrences cooperatively
 --   d2_fenced_ledger_write   the demo job's own write path, fenced by token
 
@@ -368,6 +369,38 @@ BEGIN
 
     PERFORM d2_promote_waiting(ARRAY(SELECT DISTINCT w.job_id FROM occurrences w WHERE w.state = 'waiting'));
     RETURN coalesce(cardinality(v_lost), 0);
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Clean: THE CLEANER (River's JobCleaner), retention for the execution history. Finished occurrences
+-- older than the retention go in batches, with their attempts, and so do one-shot jobs left with no
+-- occurrence (so a one-shot job's idempotency key lasts as long as its history: the retention is the
+-- idempotency window). Nothing unfinished is ever touched; SKIP LOCKED lets every replica run it.
+-- The hot path never reads this history (claims read occurrences_ready, completions look up by key);
+-- the cleaner keeps the tables, and vacuum's work, bounded. At 10x the design drops daily partitions
+-- instead of deleting rows (reference design, section 8).
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_clean(p_retention interval, p_limit integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids bigint[];
+    v_jobs bigint[];
+BEGIN
+    SELECT array_agg(x.id), array_agg(DISTINCT x.job_id) INTO v_ids, v_jobs
+      FROM (SELECT o.id, o.job_id FROM occurrences o
+             WHERE o.finished_at IS NOT NULL AND o.finished_at < now() - p_retention
+             ORDER BY o.finished_at
+             LIMIT p_limit
+             FOR UPDATE SKIP LOCKED) x;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    DELETE FROM attempts WHERE occurrence_id = ANY (v_ids);
+    DELETE FROM occurrences WHERE id = ANY (v_ids);
+    DELETE FROM jobs j
+     WHERE j.id = ANY (v_jobs) AND j.schedule_kind = 'once' AND j.next_fire_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.job_id = j.id);
+    RETURN cardinality(v_ids);
 END $$;
 
 -- Cancel every unfinished occurrence of a job: waiting/ready ones at once, running ones

@@ -118,6 +118,9 @@ CREATE INDEX IF NOT EXISTS occurrences_running ON occurrences (pool, tenant_id)
 -- pool on each claim (measured: 130 ms per claim behind a 20k backlog, instead of ~1 ms).
 CREATE INDEX IF NOT EXISTS occurrences_unfinished ON occurrences (job_id, fire_at)
     WHERE finished_at IS NULL;
+-- The cleaner (d2_clean) deletes the oldest finished executions first.
+CREATE INDEX IF NOT EXISTS occurrences_finished ON occurrences (finished_at)
+    WHERE finished_at IS NOT NULL;
 
 -- ---------------------------------------------------------------------------------------------
 -- Attempts: one row per dispatch. The primary key IS the fencing token: drawn from a sequence,
