@@ -36,15 +36,22 @@ def sqlalchemy_url(url: str) -> str:
     return f"{scheme}://{rest}"
 
 
-def make_engine(url: str | None = None, *, pool_size: int = 5, application_name: str = "d2kit") -> Engine:
-    """An engine that reconnects by itself: pre-ping on checkout, short connect timeout."""
+def make_engine(url: str | None = None, *, pool_size: int = 5, application_name: str = "d2kit",
+                single_statement: bool = False) -> Engine:
+    """An engine that reconnects by itself: pre-ping on checkout, short connect timeout.
+
+    ``single_statement=True`` is for callers whose every transaction is ONE statement (a worker's d2_claim,
+    d2_heartbeat, d2_complete): autocommit and no pre-ping make each call one round trip instead of four
+    (ping, BEGIN, statement, COMMIT). A dead connection then shows as that statement failing; the caller
+    retries, and SQLAlchemy has already dropped the pool's stale connections."""
     return create_engine(
         sqlalchemy_url(url or database_url()),
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
+        pool_pre_ping=not single_statement,
         pool_recycle=300,
         connect_args={"connect_timeout": 3, "application_name": application_name},
+        **({"isolation_level": "AUTOCOMMIT"} if single_statement else {}),
     )
 
 

@@ -69,8 +69,12 @@ class WorkerConfig:
 class Worker:
     def __init__(self, url: str, config: WorkerConfig):
         self.config = config
+        # Handlers write through ``engine`` (their own transactions); the claim, heartbeat and completion loops
+        # each send one statement per call through ``calls``.
         self.engine = db.make_engine(url, pool_size=4 + config.concurrency,
                                      application_name=f"d2-worker-{config.worker_id}")
+        self.calls = db.make_engine(url, pool_size=3, application_name=f"d2-worker-{config.worker_id}",
+                                    single_statement=True)
         self.stop = threading.Event()
         self.held: dict[int, Held] = {}
         self.lock = threading.Lock()
@@ -106,6 +110,7 @@ class Worker:
             self._drain(executor)
         processes.mark_stopped(self.engine, cfg.worker_id)
         self.engine.dispose()
+        self.calls.dispose()
 
     def _until_registered(self) -> None:
         while not self.stop.is_set():
@@ -119,7 +124,7 @@ class Worker:
     def _claim(self, want: int) -> list[Held]:
         cfg = self.config
         sent_at = time.monotonic()
-        with self.engine.begin() as conn:
+        with self.calls.connect() as conn:
             rows = conn.execute(CLAIM_SQL, {"pool": cfg.pool, "worker": cfg.worker_id, "n": want,
                                             "lease": cfg.lease_seconds}).mappings().all()
         claimed = []
@@ -162,7 +167,7 @@ class Worker:
                 started = [self.held[t].started_at for t in tokens]
             sent_at = time.monotonic()
             try:
-                with self.engine.begin() as conn:
+                with self.calls.connect() as conn:
                     answers = conn.execute(HEARTBEAT_SQL, {
                         "worker": cfg.worker_id, "tokens": tokens, "started": started,
                         "lease": cfg.lease_seconds, "clock": processes.wall_now()}).all()
@@ -222,7 +227,7 @@ class Worker:
         with self.lock:
             started = [self.held[token].started_at for token, _, _ in batch]
         try:
-            with self.engine.begin() as conn:
+            with self.calls.connect() as conn:
                 answers = conn.execute(COMPLETE_SQL, {
                     "tokens": [b[0] for b in batch], "ok": [b[1] for b in batch],
                     "errors": [b[2] for b in batch], "started": started}).all()

@@ -136,6 +136,18 @@ DECLARE
     v_allow integer;
     v_claimed integer;
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pools WHERE name = p_pool) THEN
+        RAISE EXCEPTION 'unknown pool %', p_pool USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    -- Nothing due in the pool: answer at once, without the pool lock. An idle poll then costs one index probe
+    -- per tenant and writes nothing (no row lock, no transaction id, no WAL flush at commit), so workers can
+    -- poll often -- the poll period is most of the fire lag -- without queueing behind each other.
+    IF NOT EXISTS (SELECT 1 FROM tenants t WHERE EXISTS (
+                       SELECT 1 FROM occurrences o
+                       WHERE o.state = 'ready' AND o.pool = p_pool AND o.tenant_id = t.id AND o.ready_at <= now())) THEN
+        RETURN;
+    END IF;
+
     -- Admission bucket, refilled by the database clock. Burst is 100 ms worth of the rate.
     SELECT p.admission_rate,
            least(greatest(1, p.admission_rate * 0.1),
@@ -144,9 +156,6 @@ BEGIN
       FROM pools p WHERE p.name = p_pool
       FOR NO KEY UPDATE;   -- not FOR UPDATE: that would also block every INSERT INTO jobs (its foreign key
                            -- takes KEY SHARE on the pool row), so job submission would queue behind claims
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown pool %', p_pool USING ERRCODE = 'foreign_key_violation';
-    END IF;
     v_allow := CASE WHEN v_rate IS NULL THEN p_max ELSE least(p_max, floor(v_tokens)::integer) END;
 
     IF v_allow > 0 THEN
@@ -300,13 +309,21 @@ BEGIN
 
     WITH input AS (
         SELECT * FROM unnest(p_tokens, p_ok, p_errors, p_started_at) AS i (token, ok, error, started_at)
+    ), fenced AS MATERIALIZED (
+        -- Read by primary key, the fence applied to what was read: with "a.state = 'running'" in the UPDATE's
+        -- WHERE the planner may read the attempts through attempts_lease -- EVERY running attempt, on every
+        -- completion (measured: 4.7 ms per call with 2,400 running). The rows cannot change underneath: every
+        -- change of an attempt's state or of current_token happens under its occurrence's row lock, which this
+        -- transaction took above.
+        SELECT a.token, a.state, o.current_token FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id
+        WHERE a.token = ANY (p_tokens)
     ), done AS (
         UPDATE attempts a
            SET state = CASE WHEN i.ok THEN 'succeeded' WHEN a.cancel_requested THEN 'cancelled' ELSE 'failed' END,
                error = i.error, finished_at = clock_timestamp(), started_at = coalesce(a.started_at, i.started_at)
-          FROM input i, occurrences o
-         WHERE a.token = i.token AND o.id = a.occurrence_id
-           AND a.state = 'running' AND o.current_token = a.token        -- the fence
+          FROM fenced f JOIN input i ON i.token = f.token
+         WHERE a.token = f.token
+           AND f.state = 'running' AND f.current_token = f.token        -- the fence
         RETURNING a.token
     )
     SELECT array_agg(done.token) INTO v_accepted FROM done;
