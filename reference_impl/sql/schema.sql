@@ -118,6 +118,10 @@ CREATE INDEX IF NOT EXISTS occurrences_running ON occurrences (pool, tenant_id)
 -- pool on each claim (measured: 130 ms per claim behind a 20k backlog, instead of ~1 ms).
 CREATE INDEX IF NOT EXISTS occurrences_unfinished ON occurrences (job_id, fire_at)
     WHERE finished_at IS NULL;
+-- Buffered occurrences (overlap buffer_*/cancel_other) waiting for their job's previous run: the reaper's sweep and
+-- d2_promote_waiting look only here. Without it the sweep read the whole table twice a second.
+CREATE INDEX IF NOT EXISTS occurrences_waiting ON occurrences (job_id)
+    WHERE state = 'waiting';
 -- The cleaner (d2_clean) deletes the oldest finished executions first.
 CREATE INDEX IF NOT EXISTS occurrences_finished ON occurrences (finished_at)
     WHERE finished_at IS NOT NULL;
