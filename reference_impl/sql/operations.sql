@@ -4,6 +4,7 @@
 --
 --   d2_materialise   scheduler replicas: turn due fire times into occurrence rows (+ overlap policy)
 --   d2_claim         workers: take ready occurrences, start attempts with a lease and a fencing token
+--                    (d2_refresh_claim_bounds keeps where its scans start: claim_bounds in schema.sql)
 --   d2_heartbeat     workers: extend leases (batched), report clock skew, learn of lost/cancelled attempts
 --   d2_complete      workers: finish attempts, fenced by token (d2_settle moves the occurrence on)
 --   d2_reap          scheduler replicas: expired leases -> attempt lost, occurrence retried or dead
@@ -126,6 +127,32 @@ END $$;
 -- rows another transaction (reaper, cancel) holds -- locking every candidate wrote a row lock for up to
 -- tenants x batch rows per claim to take one batch (measured: a batch-128 claim took 33 ms instead of ~5).
 -- ---------------------------------------------------------------------------------------------
+-- claim_bounds (schema.sql says why they exist) are refreshed once a second, and whenever a tenant has none.
+CREATE OR REPLACE FUNCTION d2_claim_bounds_stale(p_pool text) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM tenants t LEFT JOIN claim_bounds b ON b.pool = p_pool AND b.tenant_id = t.id
+                    WHERE b.refreshed_at IS NULL OR b.refreshed_at < now() - interval '1 second');
+$$;
+
+CREATE OR REPLACE FUNCTION d2_refresh_claim_bounds(p_pool text) RETURNS void
+LANGUAGE sql AS $$
+    -- Called by d2_claim with the pool lock held, so no claim of this pool is in flight: every token drawn so
+    -- far is committed and counted here, and every later one is above running_token_from.
+    -- The head is capped one second in the past, so a job submitted "due now" is never below it.
+    INSERT INTO claim_bounds AS b (pool, tenant_id, ready_from, running_token_from, running_before, refreshed_at)
+    SELECT p_pool, t.id,
+           least(now() - interval '1 second',
+                 (SELECT min(o.ready_at) FROM occurrences o
+                   WHERE o.state = 'ready' AND o.pool = p_pool AND o.tenant_id = t.id)),
+           coalesce(pg_sequence_last_value('fencing_tokens'), 0),
+           (SELECT count(*) FROM occurrences o WHERE o.state = 'running' AND o.pool = p_pool AND o.tenant_id = t.id),
+           now()
+    FROM tenants t
+    ON CONFLICT (pool, tenant_id) DO UPDATE
+       SET ready_from = excluded.ready_from, running_token_from = excluded.running_token_from,
+           running_before = excluded.running_before, refreshed_at = excluded.refreshed_at;
+$$;
+
 CREATE OR REPLACE FUNCTION d2_claim(p_pool text, p_worker text, p_max integer, p_lease_seconds double precision)
 RETURNS TABLE (token bigint, occurrence_id bigint, job_id bigint, fire_at timestamptz, attempt integer,
                handler text, payload jsonb, dispatched_at timestamptz, lease_expires_at timestamptz)
@@ -135,16 +162,21 @@ DECLARE
     v_tokens double precision;
     v_allow integer;
     v_claimed integer;
+    v_stale boolean;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pools WHERE name = p_pool) THEN
         RAISE EXCEPTION 'unknown pool %', p_pool USING ERRCODE = 'foreign_key_violation';
     END IF;
+    v_stale := d2_claim_bounds_stale(p_pool);
     -- Nothing due in the pool: answer at once, without the pool lock. An idle poll then costs one index probe
     -- per tenant and writes nothing (no row lock, no transaction id, no WAL flush at commit), so workers can
     -- poll often -- the poll period is most of the fire lag -- without queueing behind each other.
-    IF NOT EXISTS (SELECT 1 FROM tenants t WHERE EXISTS (
-                       SELECT 1 FROM occurrences o
-                       WHERE o.state = 'ready' AND o.pool = p_pool AND o.tenant_id = t.id AND o.ready_at <= now())) THEN
+    -- Not when the bounds are due for a refresh: a row written below them would otherwise wait for work.
+    IF NOT v_stale AND NOT EXISTS (
+            SELECT 1 FROM tenants t JOIN claim_bounds b ON b.pool = p_pool AND b.tenant_id = t.id
+            WHERE EXISTS (SELECT 1 FROM occurrences o
+                          WHERE o.state = 'ready' AND o.pool = p_pool AND o.tenant_id = t.id
+                            AND o.ready_at >= b.ready_from AND o.ready_at <= now())) THEN
         RETURN;
     END IF;
 
@@ -156,27 +188,42 @@ BEGIN
       FROM pools p WHERE p.name = p_pool
       FOR NO KEY UPDATE;   -- not FOR UPDATE: that would also block every INSERT INTO jobs (its foreign key
                            -- takes KEY SHARE on the pool row), so job submission would queue behind claims
+    -- Asked again under the lock, where the claim ahead of this one may have refreshed them already. The refresh
+    -- is a statement of its own, so it sees every claim before this one.
+    IF v_stale AND d2_claim_bounds_stale(p_pool) THEN
+        PERFORM d2_refresh_claim_bounds(p_pool);
+    END IF;
     v_allow := CASE WHEN v_rate IS NULL THEN p_max ELSE least(p_max, floor(v_tokens)::integer) END;
 
     IF v_allow > 0 THEN
         RETURN QUERY
-        WITH running AS (
-            SELECT o.tenant_id, count(*) AS n
-            FROM occurrences o WHERE o.state = 'running' AND o.pool = p_pool
-            GROUP BY o.tenant_id
+        WITH bounds AS (
+            SELECT t.id AS tenant_id, t.weight, t.max_running, b.ready_from, b.running_token_from, b.running_before
+            FROM tenants t JOIN claim_bounds b ON b.pool = p_pool AND b.tenant_id = t.id
+        ), running AS (
+            -- The estimate is never too low, so where it leaves room for a whole batch the cap cannot bind;
+            -- elsewhere (a tenant near its cap) the exact count decides.
+            SELECT bd.*, CASE WHEN e.n + v_allow <= bd.max_running THEN e.n
+                              ELSE (SELECT count(*) FROM occurrences o
+                                     WHERE o.state = 'running' AND o.pool = p_pool AND o.tenant_id = bd.tenant_id)
+                         END AS n
+            FROM bounds bd CROSS JOIN LATERAL (
+                SELECT bd.running_before + count(*) AS n FROM occurrences o
+                WHERE o.state = 'running' AND o.pool = p_pool AND o.tenant_id = bd.tenant_id
+                  AND o.current_token > bd.running_token_from
+            ) e
         ), candidates AS (
-            SELECT c.id, c.ready_at, t.weight, coalesce(r.n, 0) AS running_n,
-                   t.max_running - coalesce(r.n, 0) AS room,
-                   row_number() OVER (PARTITION BY t.id ORDER BY c.ready_at, c.id) AS k
-            FROM tenants t
-            LEFT JOIN running r ON r.tenant_id = t.id
+            SELECT c.id, c.ready_at, r.weight, r.n AS running_n, r.max_running - r.n AS room,
+                   row_number() OVER (PARTITION BY r.tenant_id ORDER BY c.ready_at, c.id) AS k
+            FROM running r
             CROSS JOIN LATERAL (
                 SELECT o.id, o.ready_at FROM occurrences o
-                WHERE o.state = 'ready' AND o.pool = p_pool AND o.tenant_id = t.id AND o.ready_at <= now()
+                WHERE o.state = 'ready' AND o.pool = p_pool AND o.tenant_id = r.tenant_id
+                  AND o.ready_at >= r.ready_from AND o.ready_at <= now()
                 ORDER BY o.ready_at, o.id
                 LIMIT v_allow
             ) c
-            WHERE t.max_running > coalesce(r.n, 0)
+            WHERE r.max_running > r.n
         ), chosen AS (
             SELECT cd.id FROM candidates cd
             WHERE cd.k <= cd.room

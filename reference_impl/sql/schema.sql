@@ -109,8 +109,9 @@ CREATE TABLE IF NOT EXISTS occurrences (
 -- so a claim slows down as the backlog grows -- exactly when it must be fast.
 CREATE INDEX IF NOT EXISTS occurrences_ready ON occurrences (pool, tenant_id, ready_at, id)
     WHERE state = 'ready';
--- Counting running attempts per tenant (caps) reads only the running rows.
-CREATE INDEX IF NOT EXISTS occurrences_running ON occurrences (pool, tenant_id)
+-- Counting running attempts per tenant (caps) reads only the running rows; the token in the key lets the claim
+-- count only those dispatched since its last refresh (claim_bounds, below).
+CREATE INDEX IF NOT EXISTS occurrences_running ON occurrences (pool, tenant_id, current_token)
     WHERE state = 'running';
 -- Overlap policies ask "does this job have an unfinished occurrence?" The predicate is finished_at, not the
 -- state, on purpose: a state predicate would make this index usable by the claim's "state = 'ready'", and with
@@ -127,8 +128,35 @@ CREATE INDEX IF NOT EXISTS occurrences_finished ON occurrences (finished_at)
     WHERE finished_at IS NOT NULL;
 
 -- ---------------------------------------------------------------------------------------------
+-- Claim bounds: where the claim starts reading, per (pool, tenant). A cache, refreshed by d2_claim at most
+-- once a second (d2_refresh_claim_bounds); truncating it loses nothing.
+--
+-- Why: a claim moves rows out of occurrences_ready and occurrences_running, and each move leaves a dead index
+-- entry behind. Normally the next scan marks it dead and skips it from then on. While ANY transaction holds an
+-- old snapshot (a 5-minute report on the primary), no entry made after that snapshot can be marked: every
+-- claim would walk all rows claimed, and all rows finished, since the snapshot began -- 250,000 entries after
+-- 5 minutes at 833/s, several times per claim. The queue's dead entries lie BELOW its live head (oldest ready
+-- first; tokens only grow), so the claim starts at the head it last found instead of at the bottom:
+--   ready_from      no ready row is older than this, except one written late since the last refresh (a
+--                   catch-up fire): it waits at most one refresh, because every refresh reads from the bottom.
+--   running_before  running rows with a token <= running_token_from, counted at the refresh. The claim adds the
+--                   running rows with a newer token. Some counted ones may have finished since, so the sum
+--                   can be too high, never too low: a cap it says might bind is checked by an exact count.
+-- ---------------------------------------------------------------------------------------------
+CREATE TABLE IF NOT EXISTS claim_bounds (
+    pool                text NOT NULL,
+    tenant_id           text NOT NULL,
+    ready_from          timestamptz NOT NULL,
+    running_token_from  bigint NOT NULL,
+    running_before      bigint NOT NULL,
+    refreshed_at        timestamptz NOT NULL,
+    PRIMARY KEY (pool, tenant_id)
+);
+
+-- ---------------------------------------------------------------------------------------------
 -- Attempts: one row per dispatch. The primary key IS the fencing token: drawn from a sequence,
--- so it only grows (a crash skips cached values, never reuses one).
+-- so it only grows (a crash skips cached values, never reuses one). CACHE 1, the default, on purpose:
+-- tokens are then handed out in the order they are asked for, which claim_bounds relies on.
 --
 --     new ──► running ──► succeeded | failed | lost (lease expired) | cancelled
 -- ---------------------------------------------------------------------------------------------
