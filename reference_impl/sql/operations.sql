@@ -118,21 +118,16 @@ BEGIN
 END $$;
 
 -- ---------------------------------------------------------------------------------------------
--- Claim. One claimer per pool at a time (the pools row lock): that makes per-tenant caps exact and
--- lets every replica share one admission bucket, for the price of serialising claims within a pool
--- (see the design doc, section 8, for when that stops being cheap and what replaces it).
--- Fairness: least running-share first -- a tenant's k-th candidate ranks by (running + k) / weight,
--- so a tenant with a huge backlog gets its share and no more. Candidates are read without locks (the pool
--- lock already keeps other claimers out); only the chosen rows are locked, with SKIP LOCKED to step around
--- rows another transaction (reaper, cancel) holds -- locking every candidate wrote a row lock for up to
--- tenants x batch rows per claim to take one batch (measured: a batch-128 claim took 33 ms instead of ~5).
+-- Claim bounds: where the claim's scans start (schema.sql says why they exist). Refreshed at most once a
+-- second, and whenever a tenant has none.
 -- ---------------------------------------------------------------------------------------------
--- claim_bounds (schema.sql says why they exist) are refreshed once a second, and whenever a tenant has none.
 CREATE OR REPLACE FUNCTION d2_claim_bounds_stale(p_pool text) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (SELECT 1 FROM tenants t LEFT JOIN claim_bounds b ON b.pool = p_pool AND b.tenant_id = t.id
+LANGUAGE plpgsql STABLE AS $$
+BEGIN   -- plpgsql, not sql: it runs on every poll; plpgsql keeps its plan for the session, while a sql function
+        -- with a subquery is not inlined and is planned again in every transaction
+    RETURN EXISTS (SELECT 1 FROM tenants t LEFT JOIN claim_bounds b ON b.pool = p_pool AND b.tenant_id = t.id
                     WHERE b.refreshed_at IS NULL OR b.refreshed_at < now() - interval '1 second');
-$$;
+END $$;
 
 CREATE OR REPLACE FUNCTION d2_refresh_claim_bounds(p_pool text) RETURNS void
 LANGUAGE sql AS $$
@@ -153,6 +148,16 @@ LANGUAGE sql AS $$
            running_before = excluded.running_before, refreshed_at = excluded.refreshed_at;
 $$;
 
+-- ---------------------------------------------------------------------------------------------
+-- Claim. One claimer per pool at a time (the pools row lock): that makes per-tenant caps exact and
+-- lets every replica share one admission bucket, for the price of serialising claims within a pool
+-- (see the design doc, section 8, for when that stops being cheap and what replaces it).
+-- Fairness: least running-share first -- a tenant's k-th candidate ranks by (running + k) / weight,
+-- so a tenant with a huge backlog gets its share and no more. Candidates are read without locks (the pool
+-- lock already keeps other claimers out); only the chosen rows are locked, with SKIP LOCKED to step around
+-- rows another transaction (reaper, cancel) holds -- locking every candidate wrote a row lock for up to
+-- tenants x batch rows per claim to take one batch (measured: a batch-128 claim took 33 ms instead of ~5).
+-- ---------------------------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION d2_claim(p_pool text, p_worker text, p_max integer, p_lease_seconds double precision)
 RETURNS TABLE (token bigint, occurrence_id bigint, job_id bigint, fire_at timestamptz, attempt integer,
                handler text, payload jsonb, dispatched_at timestamptz, lease_expires_at timestamptz)
