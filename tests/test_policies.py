@@ -54,9 +54,15 @@ def two_hours_down(engine):
     return ids
 
 
+def materialised_at(engine):
+    """The materialiser's clock when it judged the misses: it stamps a skipped row's finished_at with it. "Missed"
+    is judged at that instant, not at the test's later now(): a minute boundary in between made it flaky."""
+    return scalar(engine, "SELECT max(finished_at) FROM occurrences WHERE reason LIKE 'misfire:%'")
+
+
 def missed_count(engine, job_id: int) -> int:
-    return scalar(engine, "SELECT count(*) FROM occurrences WHERE job_id = :j AND fire_at < now() - :t",
-                  j=job_id, t=MISFIRE_THRESHOLD)
+    return scalar(engine, "SELECT count(*) FROM occurrences WHERE job_id = :j AND fire_at < :at - :t",
+                  j=job_id, at=materialised_at(engine), t=MISFIRE_THRESHOLD)
 
 
 def test_skip_runs_nothing_missed_and_records_every_miss(engine, two_hours_down):
@@ -68,10 +74,11 @@ def test_skip_runs_nothing_missed_and_records_every_miss(engine, two_hours_down)
 
 def test_run_once_runs_only_the_most_recent_miss(engine, two_hours_down):
     job = two_hours_down["run_once"]
+    at = materialised_at(engine)
     ready = rows(engine, "SELECT fire_at FROM occurrences WHERE job_id = :j AND state = 'ready'"
-                         " AND fire_at < now() - :t", j=job, t=MISFIRE_THRESHOLD)
-    latest_missed = scalar(engine, "SELECT max(fire_at) FROM occurrences WHERE job_id = :j AND fire_at < now() - :t",
-                           j=job, t=MISFIRE_THRESHOLD)
+                         " AND fire_at < :at - :t", j=job, at=at, t=MISFIRE_THRESHOLD)
+    latest_missed = scalar(engine, "SELECT max(fire_at) FROM occurrences WHERE job_id = :j AND fire_at < :at - :t",
+                           j=job, at=at, t=MISFIRE_THRESHOLD)
     assert [r.fire_at for r in ready] == [latest_missed]
     assert outcome(engine, job)["misfire:superseded"] == missed_count(engine, job) - 1
 
@@ -80,7 +87,7 @@ def test_run_all_runs_the_newest_max_catchup_and_records_the_rest(engine, two_ho
     job = two_hours_down["run_all"]
     missed = missed_count(engine, job)
     runnable = scalar(engine, "SELECT count(*) FROM occurrences WHERE job_id = :j AND state = 'ready'"
-                              " AND fire_at < now() - :t", j=job, t=MISFIRE_THRESHOLD)
+                              " AND fire_at < :at - :t", j=job, at=materialised_at(engine), t=MISFIRE_THRESHOLD)
     assert runnable == 100
     assert outcome(engine, job)["misfire:over_max_catchup"] == missed - 100
     oldest_run = scalar(engine, "SELECT min(fire_at) FROM occurrences WHERE job_id = :j AND state = 'ready'", j=job)
