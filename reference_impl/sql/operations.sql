@@ -161,7 +161,12 @@ $$;
 CREATE OR REPLACE FUNCTION d2_claim(p_pool text, p_worker text, p_max integer, p_lease_seconds double precision)
 RETURNS TABLE (token bigint, occurrence_id bigint, job_id bigint, fire_at timestamptz, attempt integer,
                handler text, payload jsonb, dispatched_at timestamptz, lease_expires_at timestamptz)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Plan the claim once per session. With 10M scheduled rows the planner's estimate for the generic plan is high,
+-- so by default it planned this statement again on every call: claim p50 2.2 ms against 1.44 ms with the generic
+-- plan, which is as fast as at 10k rows (1.48 ms). The indexes fix the plan's shape; the values do not change it.
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     v_rate double precision;
     v_tokens double precision;
