@@ -14,16 +14,9 @@ from sqlalchemy import text
 from test_policies import claim, ready_backlog
 
 from reference_impl import tenants
-from reference_impl.drills.postgres_limits import claim_plan, heap_fetches
+from reference_impl.drills.postgres_limits import claim_cycle, claim_plan, heap_fetches
 
 STALE = text("UPDATE claim_bounds SET refreshed_at = now() - interval '1 hour'")
-
-
-def claim_and_complete(conn, n: int) -> None:
-    tokens = conn.execute(text("SELECT token FROM d2_claim('short', 'w', :n, 30)"), {"n": n}).scalars().all()
-    conn.execute(text("SELECT * FROM d2_complete(:t, :ok, :err, :started)"),
-                 {"t": tokens, "ok": [True] * len(tokens), "err": [None] * len(tokens),
-                  "started": [None] * len(tokens)})
 
 
 def test_a_held_snapshot_does_not_make_the_claim_walk_what_was_claimed_since(engine):
@@ -34,9 +27,8 @@ def test_a_held_snapshot_does_not_make_the_claim_walk_what_was_claimed_since(eng
         holder = holder.execution_options(isolation_level="REPEATABLE READ")
         with holder.begin():
             holder.execute(text("SELECT count(*) FROM occurrences")).scalar_one()  # the snapshot is taken here
-            with engine.begin() as conn:
-                for _ in range(30):
-                    claim_and_complete(conn, 100)  # 3,000 claimed and finished since the snapshot
+            for _ in range(300):
+                claim_cycle(engine)  # 3,000 claimed and finished since the snapshot (batches of 10)
             with engine.begin() as conn:
                 conn.execute(STALE)
                 conn.execute(text("SELECT * FROM d2_claim('short', 'w', 0, 30)"))  # refreshes the bounds
