@@ -122,8 +122,8 @@ class Capacity:
     jobs_due_index_bytes: float
     ready_rows: float
     ready_index_bytes: float
-    unique_index_bytes: float
-    unique_index_per_day_bytes: float
+    queue_finished_rows: float
+    queue_unique_index_bytes: float
     # 10x
     growth_factor: float
     peak_per_second_at_growth: float
@@ -162,7 +162,8 @@ def derive(scale: Mapping[str, Any], dispatch_per_process: float | None = None,
 
     per_execution = bytes_per_execution(storage)
     per_day = executions_per_day * per_execution
-    unique_per_day = executions_per_day * storage["occurrence_unique_entry_bytes"]
+    # Finished executions wait this long in the queue tables before the archiver moves them (at peak: the most).
+    queue_finished_rows = peak * storage["archive_after_minutes"] * 60
     ready_rows = peak * lease["materialiser_lookahead_seconds"]
 
     growth = scale["growth_factor"]
@@ -214,8 +215,8 @@ def derive(scale: Mapping[str, Any], dispatch_per_process: float | None = None,
         jobs_due_index_bytes=workload["jobs"] * storage["job_due_index_entry_bytes"],
         ready_rows=ready_rows,
         ready_index_bytes=ready_rows * storage["ready_index_entry_bytes"],
-        unique_index_bytes=unique_per_day * storage["retention_days"],
-        unique_index_per_day_bytes=unique_per_day,
+        queue_finished_rows=queue_finished_rows,
+        queue_unique_index_bytes=queue_finished_rows * storage["occurrence_unique_entry_bytes"],
         growth_factor=growth,
         peak_per_second_at_growth=peak * growth,
         short_claims_per_second_at_growth=peak * growth * short_share,

@@ -182,7 +182,10 @@ app.add_typer(worker_app, name="worker")
 def scheduler_run(
     process_id: str = typer.Option("scheduler-1", "--id", help="Unique process id."),
     retention_days: float = typer.Option(cleaner.DEFAULT_RETENTION.days, min=0.001,
-                                         help="Finished executions older than this many days are deleted."),
+                                         help="Days of execution history kept; older days are dropped."),
+    archive_after_seconds: float = typer.Option(
+        cleaner.DEFAULT_ARCHIVE_AFTER.total_seconds(), min=0,
+        help="Finished executions stay in the queue tables this long, then move to the history partitions."),
 ) -> None:
     """Run one scheduler replica until SIGTERM/SIGINT."""
     import threading
@@ -192,7 +195,8 @@ def scheduler_run(
     from reference_impl.scheduler import Scheduler, SchedulerConfig
 
     processes.configure_logging(process_id)
-    scheduler = Scheduler(db.database_url(), SchedulerConfig(process_id, retention=timedelta(days=retention_days)))
+    scheduler = Scheduler(db.database_url(), SchedulerConfig(
+        process_id, archive_after=timedelta(seconds=archive_after_seconds), retention=timedelta(days=retention_days)))
     processes.stop_on_signals(scheduler.stop)
     threading.current_thread().name = process_id
     scheduler.run()

@@ -23,7 +23,9 @@ class SchedulerConfig:
     tick_seconds: float = 0.1        # materialise pass period (occurrences are written LOOKAHEAD early)
     reap_every_seconds: float = 0.5  # lease expiry is detected within this of the lease running out
     heartbeat_every_seconds: float = 1.0
-    clean_every_seconds: float = 60.0  # retention is in days: a minute late costs nothing
+    archive_every_seconds: float = 1.0  # one batch per second, or per pass while batches come back full
+    archive_after: timedelta = cleaner.DEFAULT_ARCHIVE_AFTER
+    drop_every_seconds: float = 60.0  # retention is in days: a minute late costs nothing
     retention: timedelta = cleaner.DEFAULT_RETENTION
 
 
@@ -35,7 +37,7 @@ class Scheduler:
 
     def run(self) -> None:
         cfg = self.config
-        last_reap = last_heartbeat = last_clean = 0.0
+        last_reap = last_heartbeat = last_archive = last_drop = 0.0
         registered = False
         while not self.stop.is_set():
             started = time.monotonic()
@@ -53,12 +55,19 @@ class Scheduler:
                     if lost:
                         log.info("reaped %d expired leases", lost)
                     last_reap = started
-                if started - last_clean >= cfg.clean_every_seconds:
+                if started - last_archive >= cfg.archive_every_seconds:
                     with self.engine.begin() as conn:
-                        deleted = cleaner.clean_expired(conn, cfg.retention)
-                    if deleted:
-                        log.info("cleaned %d finished occurrences older than %s", deleted, cfg.retention)
-                    last_clean = started
+                        archived = cleaner.archive_finished(conn, cfg.archive_after)
+                    if archived:
+                        log.debug("archived %d finished occurrences", archived)
+                    if archived < cleaner.ARCHIVE_BATCH:  # caught up; a full batch means more is waiting
+                        last_archive = started
+                if started - last_drop >= cfg.drop_every_seconds:
+                    with self.engine.begin() as conn:
+                        dropped = cleaner.drop_expired(conn, cfg.retention)
+                    if dropped:
+                        log.info("dropped %d days of history older than %s", dropped, cfg.retention)
+                    last_drop = started
                 if started - last_heartbeat >= cfg.heartbeat_every_seconds:
                     processes.heartbeat(self.engine, cfg.scheduler_id)
                     last_heartbeat = started

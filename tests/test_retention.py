@@ -1,5 +1,11 @@
-"""Retention: the cleaner deletes finished executions older than the retention, and nothing else."""
+"""History and retention: finished executions leave the queue tables for day partitions, and whole days are dropped.
 
+Everything here goes through the real operations (d2_claim, d2_complete, d2_reap, d2_archive,
+d2_drop_expired_history) on a real PostgreSQL; only the clock of a finished row is moved back, by rewriting
+its finished_at, so that "an hour ago" and "20 days ago" exist without waiting for them.
+"""
+
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -7,12 +13,20 @@ import yaml
 from helpers import rows, scalar
 from sqlalchemy import text
 
-from reference_impl import cleaner
+from reference_impl import cleaner, status
 
 ROOT = Path(__file__).resolve().parents[1]
+HOUR = timedelta(hours=1)
+RETENTION = timedelta(days=14)
+
+
+def _tenant(engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO tenants (id, api_key_hash) VALUES ('t', 'h')"))
 
 
 def _job(conn, name: str, kind: str) -> int:
+    """A job whose cursor is now(): every fire time written below is one the materialiser has passed."""
     return conn.execute(text(
         "INSERT INTO jobs (tenant_id, name, handler, pool, schedule_kind, run_at, cron, materialized_through,"
         " next_fire_at) VALUES ('t', :name, 'noop', 'short', :kind,"
@@ -21,48 +35,171 @@ def _job(conn, name: str, kind: str) -> int:
         {"name": name, "kind": kind}).scalar_one()
 
 
-def _ready(conn, job: int, days_ago: int) -> int:
+def _ready(conn, job: int, days_ago: float) -> int:
     return conn.execute(text(
         "INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts)"
-        " VALUES (:j, now() - make_interval(days => :d), 't', 'short', 'ready', now() - make_interval(days => :d), 1)"
+        " VALUES (:j, now() - make_interval(secs => :d * 86400), 't', 'short', 'ready',"
+        "         now() - make_interval(secs => :d * 86400), 3)"
         " RETURNING id"), {"j": job, "d": days_ago}).scalar_one()
 
 
-def _run_everything_ready(engine) -> None:
-    """Claim and complete through the real operations, so the history is what the system writes."""
+def _claim(engine) -> list[int]:
     with engine.begin() as conn:
-        tokens = [r.token for r in conn.execute(text("SELECT token FROM d2_claim('short', 'w', 100, 30)"))]
-        conn.execute(text("SELECT * FROM d2_complete(:t, :ok, :e, :s)"),
-                     {"t": tokens, "ok": [True] * len(tokens), "e": [None] * len(tokens), "s": [None] * len(tokens)})
+        return [r.token for r in conn.execute(text("SELECT token FROM d2_claim('short', 'w', 100, 30)"))]
 
 
-def test_the_cleaner_deletes_only_finished_history_older_than_the_retention(engine):
+def _complete(engine, tokens: list[int]) -> list[bool]:
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO tenants (id, api_key_hash) VALUES ('t', 'h')"))
-        once = _job(conn, "old one-shot", "once")
+        return [r.accepted for r in conn.execute(text("SELECT * FROM d2_complete(:t, :ok, :e, :s)"), {
+            "t": tokens, "ok": [True] * len(tokens), "e": [None] * len(tokens), "s": [None] * len(tokens)})]
+
+
+def _finished_ago(engine, ids: list[int], ago: timedelta) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE occurrences SET finished_at = now() - :ago WHERE id = ANY(:ids)"),
+                     {"ago": ago, "ids": ids})
+
+
+def _archive(engine, after: timedelta = HOUR) -> int:
+    with engine.begin() as conn:
+        return cleaner.archive_finished(conn, after)
+
+
+def _record(engine) -> tuple[list, list]:
+    """The whole record as readers see it: every execution and every attempt, wherever they are stored."""
+    return (rows(engine, "SELECT * FROM all_occurrences ORDER BY id"),
+            rows(engine, "SELECT * FROM all_attempts ORDER BY token"))
+
+
+def _page(engine, job: int) -> list:
+    """The API's and the CLI's view of one job: GET /v1/jobs/{id}/occurrences reads status.executions."""
+    with engine.begin() as conn:
+        return status.executions(conn, job)
+
+
+def test_the_archiver_moves_finished_executions_with_their_attempts_and_readers_see_no_difference(engine):
+    _tenant(engine)
+    with engine.begin() as conn:
         cron = _job(conn, "hourly", "cron")
+        old, recent = _ready(conn, cron, 2), _ready(conn, cron, 1)
+    assert all(_complete(engine, _claim(engine)))
+    with engine.begin() as conn:
+        unfinished = _ready(conn, cron, 3)  # older than anything, but not finished: stays
+    _finished_ago(engine, [old], 2 * HOUR)
+    before_record, before_page = _record(engine), _page(engine, cron)
+
+    assert _archive(engine) == 1
+
+    queue = {r.id for r in rows(engine, "SELECT id FROM occurrences")}
+    assert queue == {recent, unfinished}
+    assert scalar(engine, "SELECT count(*) FROM attempts WHERE occurrence_id = :o", o=old) == 0
+    history = rows(engine, "SELECT id, state, attempt_log FROM execution_history")
+    assert [(h.id, h.state) for h in history] == [(old, "succeeded")]
+    assert [a["worker_id"] for a in history[0].attempt_log] == ["w"]
+    # Nothing lost, nothing changed, nothing seen twice: the record and the API's page are the same as before.
+    assert _record(engine) == before_record
+    assert _page(engine, cron) == before_page
+    assert _archive(engine) == 0  # a second pass finds nothing
+
+
+def test_a_fire_time_the_cursor_has_not_passed_stays_under_the_unique_key(engine):
+    """The materialiser writes only fire times after the job's cursor; an occurrence at or below the cursor can
+    never be written again, so it may leave the unique key. One above the cursor must not leave it."""
+    _tenant(engine)
+    with engine.begin() as conn:
+        cron = _job(conn, "hourly", "cron")
+        occurrence = _ready(conn, cron, 1)
+        conn.execute(text("UPDATE jobs SET materialized_through = now() - interval '2 days' WHERE id = :j"),
+                     {"j": cron})
+    assert all(_complete(engine, _claim(engine)))
+    _finished_ago(engine, [occurrence], 2 * HOUR)
+    assert _archive(engine) == 0
+
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE jobs SET materialized_through = now() WHERE id = :j"), {"j": cron})
+    assert _archive(engine) == 1
+    # The unique key's job is done by the cursor now: the same fire time cannot come back through d2_materialise.
+    fire_at = scalar(engine, "SELECT fire_at FROM execution_history WHERE id = :o", o=occurrence)
+    assert scalar(engine, "SELECT count(*) FROM all_occurrences WHERE job_id = :j AND fire_at = :f",
+                  j=cron, f=fire_at) == 1
+
+
+def test_a_stale_worker_finishing_an_archived_attempt_is_refused_and_recorded(engine):
+    _tenant(engine)
+    with engine.begin() as conn:
+        _ready(conn, _job(conn, "hourly", "cron"), 1)
+    [stale] = _claim(engine)
+    with engine.begin() as conn:  # the stale worker's lease ran out; the reaper retries the occurrence
+        conn.execute(text("UPDATE attempts SET lease_expires_at = now() - interval '1 second' WHERE token = :t"),
+                     {"t": stale})
+        assert conn.execute(text("SELECT d2_reap(100)")).scalar_one() == 1
+        conn.execute(text("UPDATE occurrences SET ready_at = now() WHERE state = 'ready'"))  # skip the backoff
+    [fresh] = _claim(engine)
+    assert _complete(engine, [fresh]) == [True]
+    _finished_ago(engine, [scalar(engine, "SELECT id FROM occurrences")], 2 * HOUR)
+    assert _archive(engine) == 1
+
+    assert _complete(engine, [stale]) == [False]
+    [rejection] = rows(engine, "SELECT token, path, detail FROM fence_rejections")
+    assert (rejection.token, rejection.path, rejection.detail) == (stale, "complete", "no such attempt")
+    with engine.begin() as conn:
+        beat = conn.execute(text("SELECT * FROM d2_heartbeat('w', :t, :s, 30, now())"),
+                            {"t": [stale], "s": [None]}).one()
+    assert beat.status == "lost"
+    [archived] = rows(engine, "SELECT state, attempt_log FROM execution_history")
+    assert archived.state == "succeeded"
+    assert [(a["token"], a["state"]) for a in archived.attempt_log] == [(stale, "lost"), (fresh, "succeeded")]
+
+
+def test_retention_drops_whole_days_and_the_one_shot_jobs_whose_history_went_with_them(engine):
+    _tenant(engine)
+    with engine.begin() as conn:
+        once, cron = _job(conn, "old one-shot", "once"), _job(conn, "hourly", "cron")
         old_once, old_cron, recent_cron = _ready(conn, once, 20), _ready(conn, cron, 20), _ready(conn, cron, 1)
-    _run_everything_ready(engine)
-    with engine.begin() as conn:
-        still_ready = _ready(conn, cron, 30)  # unfinished, and older than anything: must survive
-        # Finished 20 days ago, as far as the retention is concerned (finished_at is the database's own stamp).
-        conn.execute(text("UPDATE occurrences SET finished_at = finished_at - interval '20 days' WHERE id = ANY(:ids)"),
-                     {"ids": [old_once, old_cron]})
-    assert scalar(engine, "SELECT count(*) FROM attempts") == 3
+    assert all(_complete(engine, _claim(engine)))
+    _finished_ago(engine, [old_once, old_cron], timedelta(days=20))
+    _finished_ago(engine, [recent_cron], timedelta(days=1))
+    assert _archive(engine) == 3
+    assert scalar(engine, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'execution_history'::regclass") == 2
 
     with engine.begin() as conn:
-        deleted = cleaner.clean_expired(conn, timedelta(days=14))
+        assert cleaner.drop_expired(conn, RETENTION) == 1
 
-    assert deleted == 2
-    left = {r.id: r.state for r in rows(engine, "SELECT id, state FROM occurrences")}
-    assert left == {recent_cron: "succeeded", still_ready: "ready"}
-    assert [r.occurrence_id for r in rows(engine, "SELECT occurrence_id FROM attempts")] == [recent_cron]
-    # The one-shot job has no history left, so it goes; the recurring job stays.
+    assert [r.id for r in rows(engine, "SELECT id FROM all_occurrences")] == [recent_cron]
+    assert scalar(engine, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'execution_history'::regclass") == 1
+    # The one-shot job has no history left, so it goes (and its idempotency key with it); the recurring job stays.
     assert [r.id for r in rows(engine, "SELECT id FROM jobs")] == [cron]
     with engine.begin() as conn:
-        assert cleaner.clean_expired(conn, timedelta(days=14)) == 0  # a second pass finds nothing
+        assert cleaner.drop_expired(conn, RETENTION) == 0  # a second pass finds nothing
 
 
-def test_the_default_retention_is_the_designs():
-    scale = yaml.safe_load((ROOT / "designs" / "d2" / "scale.yaml").read_text())
-    assert cleaner.DEFAULT_RETENTION == timedelta(days=scale["storage"]["retention_days"])
+def test_two_replicas_making_the_same_days_partition_both_succeed(engine):
+    """The loser of the race waits for the winner's commit, then finds the partition made."""
+    day = "2026-01-02"
+    winner = engine.connect()
+    transaction = winner.begin()
+    winner.execute(text("SELECT d2_history_partition(CAST(:d AS date))"), {"d": day})
+    errors: list[BaseException] = []
+
+    def loser() -> None:
+        try:
+            with engine.begin() as conn:
+                conn.execute(text("SELECT d2_history_partition(CAST(:d AS date))"), {"d": day})
+        except BaseException as exc:  # noqa: BLE001 -- reported by the assert below
+            errors.append(exc)
+
+    racer = threading.Thread(target=loser)
+    racer.start()
+    racer.join(timeout=1.0)
+    assert racer.is_alive(), "the loser should be waiting on the winner's uncommitted partition"
+    transaction.commit()
+    winner.close()
+    racer.join(timeout=30)
+    assert not racer.is_alive() and errors == []
+    assert scalar(engine, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'execution_history'::regclass") == 1
+
+
+def test_the_defaults_are_the_designs():
+    storage = yaml.safe_load((ROOT / "designs" / "d2" / "scale.yaml").read_text())["storage"]
+    assert cleaner.DEFAULT_RETENTION == timedelta(days=storage["retention_days"])
+    assert cleaner.DEFAULT_ARCHIVE_AFTER == timedelta(minutes=storage["archive_after_minutes"])

@@ -2,9 +2,9 @@
 
 Every number is a query over the rows that ARE the system's history (status.summary, plus the fire-lag
 histogram below), so any replica of the API reports the same values and nothing is lost on restart.
-The ``*_total`` series are counters because occurrence and attempt rows are never deleted; a retention
-job that pruned them would show up as a counter reset. Each scrape scans those tables: fine for this
-kit, and the first thing to move to incremental counters at 10x.
+The ``*_total`` series are counters because an execution, once recorded, stays in all_occurrences (queue or
+history) until retention drops its day -- which shows up as a counter reset, once a day. Each scrape scans
+the whole record: fine for this kit, and the first thing to move to incremental counters at 10x.
 Rendered by hand: the format is a few lines of text, and prometheus_client's registry model (process-local
 counters) does not fit numbers that live in the database.
 """
@@ -26,7 +26,7 @@ FIRE_LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0
 FIRE_LAG_SQL = text("""
 WITH first_dispatch AS (
     SELECT extract(epoch FROM a.dispatched_at - o.fire_at)::float8 AS lag
-      FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id
+      FROM all_attempts a JOIN all_occurrences o ON o.id = a.occurrence_id
      WHERE a.attempt = 1
 )
 SELECT (SELECT count(*) FROM first_dispatch) AS count,

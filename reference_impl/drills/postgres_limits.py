@@ -9,9 +9,10 @@ completion leaves dead row versions and dead index entries, and one long transac
 stops VACUUM from removing them, so a poll that scans from the bottom of its index wades through more of them
 (d2_claim starts at the queue's head instead: claim_bounds) -- and, in this design, every claimer of a pool
 queueing on one row lock. The next steps are batched claims and completions, NOTIFY instead
-of tight polling, ready/claimed/history split into tables or time partitions that are dropped rather than
-deleted from, per-table autovacuum, and no long transactions on the primary; past one primary's write rate,
-shard pools across databases or move the ready queue to a log such as Kafka, keeping PostgreSQL as the record.
+of tight polling, history kept out of the queue tables in time partitions that are dropped rather than
+deleted from (built here: execution_history), per-table autovacuum, and no long transactions on the primary;
+past one primary's write rate, shard pools across databases or move the ready queue to a log such as Kafka,
+keeping PostgreSQL as the record.
 
 How the drill does it: it measures the real claim (d2_claim + d2_complete cycles) and the real materialiser
 pass with a small table and a large one (1M scheduled rows in quick mode, 10M in full, bulk-loaded with
@@ -385,9 +386,10 @@ def _where_it_hurts(small, big, large, baseline, held_tail, walked, one, four) -
         "",
         "**What the design does next, in order:** batch the claim and the completion (one round trip for many "
         "occurrences); replace tight polling with LISTEN/NOTIFY plus a slow poll; keep history out of the hot "
-        "table (ready / claimed / finished in separate tables or time partitions that are dropped, not "
-        "deleted from) with autovacuum tuned per table; forbid long transactions on the primary (statement and "
-        "idle-in-transaction timeouts, analytics on a replica); split a hot pool into several pool rows "
-        "(caps per shard); past one primary's write rate, shard pools across databases or move the ready queue "
-        "to a partitioned log (Kafka) and keep PostgreSQL as the system of record for occurrences and attempts.",
+        "table (built: finished executions move to execution_history after an hour, partitioned by day, and "
+        "retention drops whole days instead of deleting rows) with autovacuum tuned per table; forbid long "
+        "transactions on the primary (statement and idle-in-transaction timeouts, analytics on a replica); split "
+        "a hot pool into several pool rows (caps per shard); past one primary's write rate, shard pools across "
+        "databases or move the ready queue to a partitioned log (Kafka) and keep PostgreSQL as the system of "
+        "record for occurrences and attempts.",
     ])

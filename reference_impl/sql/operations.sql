@@ -8,7 +8,8 @@
 --   d2_heartbeat     workers: extend leases (batched), report clock skew, learn of lost/cancelled attempts
 --   d2_complete      workers: finish attempts, fenced by token (d2_settle moves the occurrence on)
 --   d2_reap          scheduler replicas: expired leases -> attempt lost, occurrence retried or dead
---   d2_clean         scheduler replicas: retention -- delete finished executions older than it
+--   d2_archive       scheduler replicas: move finished executions from the queue to execution_history
+--   d2_drop_expired_history   scheduler replicas: retention -- drop history partitions older than it
 --   d2_cancel_open   API/CLI/overlap: cancel a job's unfinished occurrences cooperatively
 --   d2_fenced_ledger_write   the demo job's own write path, fenced by token
 
@@ -446,35 +447,94 @@ BEGIN
 END $$;
 
 -- ---------------------------------------------------------------------------------------------
--- Clean: THE CLEANER (River's JobCleaner), retention for the execution history. Finished occurrences
--- older than the retention go in batches, with their attempts, and so do one-shot jobs left with no
--- occurrence (so a one-shot job's idempotency key lasts as long as its history: the retention is the
--- idempotency window). Nothing unfinished is ever touched; SKIP LOCKED lets every replica run it.
--- The hot path never reads this history (claims read occurrences_ready, completions look up by key);
--- the cleaner keeps the tables, and vacuum's work, bounded. At 10x the design drops daily partitions
--- instead of deleting rows (reference design, section 8).
+-- Archive: THE ARCHIVER. Finished occurrences older than p_after leave the queue tables for their day's
+-- partition of execution_history, with their attempts folded into attempt_log -- insert and deletes in one
+-- transaction, so a reader sees each execution once. Only an occurrence whose fire time its job's cursor
+-- has passed may leave the unique key (schema.sql says why that is enough). Every attempt of a finished
+-- occurrence is finished too: each path finishes the attempt before it settles the occurrence.
+-- SKIP LOCKED lets every replica run it; the lock order is the usual one, occurrences before attempts.
 -- ---------------------------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION d2_clean(p_retention interval, p_limit integer) RETURNS integer
+CREATE OR REPLACE FUNCTION d2_archive(p_after interval, p_limit integer) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     v_ids bigint[];
-    v_jobs bigint[];
+    v_day date;
 BEGIN
-    SELECT array_agg(x.id), array_agg(DISTINCT x.job_id) INTO v_ids, v_jobs
-      FROM (SELECT o.id, o.job_id FROM occurrences o
-             WHERE o.finished_at IS NOT NULL AND o.finished_at < now() - p_retention
+    SELECT array_agg(x.id) INTO v_ids
+      FROM (SELECT o.id FROM occurrences o JOIN jobs j ON j.id = o.job_id
+             WHERE o.finished_at IS NOT NULL AND o.finished_at < now() - p_after
+               AND (o.trigger = 'manual' OR o.fire_at <= j.materialized_through)
              ORDER BY o.finished_at
              LIMIT p_limit
-             FOR UPDATE SKIP LOCKED) x;
+             FOR UPDATE OF o SKIP LOCKED) x;
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;
+    FOR v_day IN SELECT DISTINCT (o.finished_at AT TIME ZONE 'UTC')::date FROM occurrences o WHERE o.id = ANY (v_ids)
+    LOOP
+        PERFORM d2_history_partition(v_day);
+    END LOOP;
+    INSERT INTO execution_history (id, job_id, fire_at, tenant_id, pool, trigger, state, ready_at, attempts,
+                                   max_attempts, current_token, reason, created_at, finished_at, attempt_log)
+    SELECT o.id, o.job_id, o.fire_at, o.tenant_id, o.pool, o.trigger, o.state, o.ready_at, o.attempts,
+           o.max_attempts, o.current_token, o.reason, o.created_at, o.finished_at,
+           coalesce((SELECT jsonb_agg(to_jsonb(a) - 'occurrence_id' ORDER BY a.token)
+                       FROM attempts a WHERE a.occurrence_id = o.id), '[]')
+      FROM occurrences o
+     WHERE o.id = ANY (v_ids);
     DELETE FROM attempts WHERE occurrence_id = ANY (v_ids);
     DELETE FROM occurrences WHERE id = ANY (v_ids);
-    DELETE FROM jobs j
-     WHERE j.id = ANY (v_jobs) AND j.schedule_kind = 'once' AND j.next_fire_at IS NULL
-       AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.job_id = j.id);
     RETURN cardinality(v_ids);
+END $$;
+
+-- The history partition for one UTC day, made on first use. Two replicas may race to make it: the loser's
+-- CREATE waits for the winner's commit and then finds the table (or its type) taken, which is success too.
+CREATE OR REPLACE FUNCTION d2_history_partition(p_day date) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_name text := 'execution_history_' || to_char(p_day, 'YYYYMMDD');
+BEGIN
+    IF to_regclass(v_name) IS NOT NULL THEN
+        RETURN;
+    END IF;
+    EXECUTE format('CREATE TABLE IF NOT EXISTS %I PARTITION OF execution_history FOR VALUES FROM (%L) TO (%L)',
+                   v_name, p_day::timestamp AT TIME ZONE 'UTC', (p_day + 1)::timestamp AT TIME ZONE 'UTC');
+EXCEPTION WHEN duplicate_table OR unique_violation THEN
+    NULL;
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Retention: drop every day of history that ended more than p_retention ago -- a history row is kept at
+-- least the retention and at most a day longer. One-shot jobs whose last execution is in a dropped day go
+-- with it, so a one-shot job's idempotency key lasts as long as its history: the retention is the
+-- idempotency window. Recurring jobs stay. One replica at a time (the advisory lock): the others wait, then
+-- find nothing left to drop.
+-- Returns how many partitions were dropped.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_drop_expired_history(p_retention interval) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    p record;
+    v_dropped integer := 0;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('d2_drop_expired_history'));
+    FOR p IN
+        SELECT c.relname AS name, (to_date(right(c.relname, 8), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC' AS ends
+          FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+         WHERE i.inhparent = 'execution_history'::regclass
+           AND (to_date(right(c.relname, 8), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC' <= now() - p_retention
+         ORDER BY 2
+    LOOP
+        EXECUTE format(
+            'DELETE FROM jobs j WHERE j.id IN (SELECT h.job_id FROM %I h)'
+            ' AND j.schedule_kind = ''once'' AND j.next_fire_at IS NULL'
+            ' AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.job_id = j.id)'
+            ' AND NOT EXISTS (SELECT 1 FROM execution_history h WHERE h.job_id = j.id AND h.finished_at >= %L)',
+            p.name, p.ends);
+        EXECUTE format('DROP TABLE %I', p.name);
+        v_dropped := v_dropped + 1;
+    END LOOP;
+    RETURN v_dropped;
 END $$;
 
 -- Cancel every unfinished occurrence of a job: waiting/ready ones at once, running ones

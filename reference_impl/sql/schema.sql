@@ -123,7 +123,7 @@ CREATE INDEX IF NOT EXISTS occurrences_unfinished ON occurrences (job_id, fire_a
 -- d2_promote_waiting look only here. Without it the sweep read the whole table twice a second.
 CREATE INDEX IF NOT EXISTS occurrences_waiting ON occurrences (job_id)
     WHERE state = 'waiting';
--- The cleaner (d2_clean) deletes the oldest finished executions first.
+-- The archiver (d2_archive) moves the oldest finished executions first.
 CREATE INDEX IF NOT EXISTS occurrences_finished ON occurrences (finished_at)
     WHERE finished_at IS NOT NULL;
 
@@ -177,6 +177,62 @@ CREATE TABLE IF NOT EXISTS attempts (
 );
 CREATE INDEX IF NOT EXISTS attempts_lease ON attempts (lease_expires_at) WHERE state = 'running';
 CREATE INDEX IF NOT EXISTS attempts_occurrence ON attempts (occurrence_id);
+
+-- ---------------------------------------------------------------------------------------------
+-- Execution history: every finished execution, partitioned by day (UTC) of finished_at.
+-- occurrences and attempts are the QUEUE: what is in flight, plus the last hour of finished executions
+-- (storage.archive_after_minutes in designs/d2/scale.yaml). Then d2_archive moves each finished occurrence
+-- here, with its attempts folded into attempt_log, in one transaction. Retention drops whole days
+-- (d2_drop_expired_history): history is never deleted row by row, so it leaves no dead tuples for vacuum to
+-- chase, and the queue tables stay the same size however many days are kept.
+-- Why an occurrence may leave the UNIQUE (job_id, fire_at) above: it moves only once its job's cursor
+-- (materialized_through) is at or past its fire time, and the materialiser only writes fire times after the
+-- cursor, which never moves back. A manual run's fire time is the instant it was asked for.
+-- The columns are the occurrence's, so all_occurrences below is a plain UNION ALL.
+-- ---------------------------------------------------------------------------------------------
+CREATE TABLE IF NOT EXISTS execution_history (
+    id             bigint NOT NULL,              -- the occurrence's id
+    job_id         bigint NOT NULL,              -- no foreign key: a one-shot job goes when its history does
+    fire_at        timestamptz NOT NULL,
+    tenant_id      text NOT NULL,
+    pool           text NOT NULL,
+    trigger        text NOT NULL,
+    state          text NOT NULL CHECK (state IN ('succeeded', 'dead', 'skipped', 'cancelled')),
+    ready_at       timestamptz NOT NULL,
+    attempts       integer NOT NULL,
+    max_attempts   integer NOT NULL,
+    current_token  bigint,
+    reason         text,
+    created_at     timestamptz NOT NULL,
+    finished_at    timestamptz NOT NULL,
+    attempt_log    jsonb NOT NULL,               -- its attempts, oldest first, each with the columns of attempts
+    archived_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (id, finished_at)
+) PARTITION BY RANGE (finished_at);
+CREATE INDEX IF NOT EXISTS execution_history_job ON execution_history (job_id, fire_at);
+
+-- Readers of the whole record (status, the API, metrics) read these. The archiver moves a row in one
+-- transaction, so one statement sees each execution exactly once: in the queue or in the history.
+CREATE OR REPLACE VIEW all_occurrences AS
+    SELECT id, job_id, fire_at, tenant_id, pool, trigger, state, ready_at, attempts, max_attempts, current_token,
+           reason, created_at, finished_at
+      FROM occurrences
+    UNION ALL
+    SELECT id, job_id, fire_at, tenant_id, pool, trigger, state, ready_at, attempts, max_attempts, current_token,
+           reason, created_at, finished_at
+      FROM execution_history;
+CREATE OR REPLACE VIEW all_attempts AS
+    SELECT token, occurrence_id, attempt, worker_id, state, dispatched_at, started_at, heartbeat_at,
+           lease_expires_at, finished_at, cancel_requested, error
+      FROM attempts
+    UNION ALL
+    SELECT a.token, h.id, a.attempt, a.worker_id, a.state, a.dispatched_at, a.started_at, a.heartbeat_at,
+           a.lease_expires_at, a.finished_at, a.cancel_requested, a.error
+      FROM execution_history h
+     CROSS JOIN LATERAL jsonb_to_recordset(h.attempt_log) AS a (
+           token bigint, attempt integer, worker_id text, state text, dispatched_at timestamptz,
+           started_at timestamptz, heartbeat_at timestamptz, lease_expires_at timestamptz,
+           finished_at timestamptz, cancel_requested boolean, error text);
 
 -- Queue tables churn: every execution leaves dead versions of an occurrence and an attempt. The default autovacuum
 -- trigger is a FRACTION of the table (20%), so the bigger the history, the longer dead entries pile up in the claim's
