@@ -62,8 +62,8 @@ class LocalCluster:
         return member
 
     def start_scheduler(self, name: str, *, env: dict[str, str] | None = None,
-                        prefix: list[str] | None = None) -> Member:
-        return self._spawn(name, "scheduler", [], None, env, prefix)
+                        prefix: list[str] | None = None, extra_args: list[str] | None = None) -> Member:
+        return self._spawn(name, "scheduler", extra_args or [], None, env, prefix)
 
     def start_worker(self, name: str, *, pool: str = "short", concurrency: int = 16, lease: float = 30.0,
                      url: str | None = None, env: dict[str, str] | None = None,

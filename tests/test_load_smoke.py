@@ -12,7 +12,7 @@ import json
 import pytest
 
 from reference_impl import design_doc
-from reference_impl.bench import check, loadtest, results, scenarios
+from reference_impl.bench import check, history, loadtest, results, scenarios
 from reference_impl.bench.harness import ClusterShape, quiet
 
 pytestmark = pytest.mark.slow
@@ -41,6 +41,21 @@ def test_a_held_snapshot_run_reports_its_effect():
                                                                                           hold_seconds=2))
     assert run["lost_occurrences"] == 0
     assert run["held_snapshot"]["held_seconds"] >= 2
+
+
+def test_the_archiver_moves_executions_during_a_run_and_nothing_is_lost():
+    """Executions leave the queue for the history while the run goes on; the run's record is read whole."""
+    run = history.at_peak(SHAPE, rate=200, seconds=8, archive_after_seconds=1)
+    assert run["drained"]
+    assert run["lost_occurrences"] == 0
+    assert run["history_rows_at_end"] > 0
+
+
+def test_retention_deletes_and_drops_the_same_day():
+    kept = history.retention(2_000, tenants=2)
+    assert kept["drop_day"]["partitions_dropped"] == 1
+    assert kept["archive"]["executions_per_second"] > 0
+    assert kept["delete_row_by_row"]["wal_bytes"] > 0
 
 
 @pytest.fixture

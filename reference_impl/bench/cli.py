@@ -19,9 +19,10 @@ console = Console()
 load_app = typer.Typer(help="Load tests: Locust drives the real HTTP API while a cluster runs; check stated vs "
                             "measured.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks on this machine: sustained peak, maximum rate, drain, batch curve, held "
-                             "snapshot, table size, and the peers (pgqueuer, procrastinate).", no_args_is_help=True)
+                             "snapshot, table size, history and retention, and the peers (pgqueuer, "
+                             "procrastinate).", no_args_is_help=True)
 
-PARTS = ("sustained", "drain", "batch_curve", "max_rate", "held_snapshot", "scale", "peers")
+PARTS = ("sustained", "drain", "batch_curve", "max_rate", "held_snapshot", "scale", "history", "peers")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class Plan:
     scale_large: int
     scale_history: int
     scale_backlog: int
+    history_seconds: float
+    history_archive_after_seconds: float
+    history_rows: int
     peer_rounds: int
     peer_lag_seconds: float
     peer_saturate_seconds: float
@@ -51,12 +55,14 @@ class Plan:
 FULL = Plan(sustained_seconds=300, backlog=50_000, drain_rounds=3, curve_batches=(1, 8, 32, 64),
             curve_workers=(1, 2, 4), curve_backlog=10_000, rates=(1_000, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000),
             step_seconds=20, hold_after_seconds=30, hold_seconds=300, hold_total_seconds=480, scale_small=10_000,
-            scale_large=10_000_000, scale_history=1_000_000, scale_backlog=20_000, peer_rounds=3,
+            scale_large=10_000_000, scale_history=1_000_000, scale_backlog=20_000, history_seconds=300,
+            history_archive_after_seconds=10, history_rows=1_000_000, peer_rounds=3,
             peer_lag_seconds=30, peer_saturate_seconds=20, peer_backlog=20_000)
 QUICK = Plan(sustained_seconds=15, backlog=5_000, drain_rounds=1, curve_batches=(1, 64), curve_workers=(1, 2),
              curve_backlog=2_000, rates=(833, 2_000), step_seconds=8, hold_after_seconds=5, hold_seconds=8,
              hold_total_seconds=20, scale_small=1_000, scale_large=100_000, scale_history=10_000,
-             scale_backlog=2_000, peer_rounds=1, peer_lag_seconds=8, peer_saturate_seconds=6, peer_backlog=2_000)
+             scale_backlog=2_000, history_seconds=15, history_archive_after_seconds=2, history_rows=20_000,
+             peer_rounds=1, peer_lag_seconds=8, peer_saturate_seconds=6, peer_backlog=2_000)
 
 
 @contextmanager
@@ -72,7 +78,7 @@ def _progress() -> Iterator[Callable[[str], None]]:
 def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> Iterator[tuple[str, Any]]:
     """Run the chosen parts in a fixed order, yielding (part, result) as each finishes (so each is saved even
     if a later one fails)."""
-    from reference_impl.bench import peers, scale, scenarios
+    from reference_impl.bench import history, peers, scale, scenarios
     from reference_impl.bench.harness import ClusterShape
 
     shape = ClusterShape()
@@ -96,6 +102,11 @@ def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> 
     if "scale" in parts:
         yield "scale", scale.compare(shape, plan.scale_small, plan.scale_large, plan.scale_history,
                                      plan.scale_backlog, progress=progress)
+    if "history" in parts:
+        yield "history", {
+            "at_peak": history.at_peak(shape, 833, plan.history_seconds, plan.history_archive_after_seconds,
+                                       progress=progress),
+            "retention": history.retention(plan.history_rows, shape.tenants, progress=progress)}
     if "peers" in parts:
         yield "peers", peers.compare(shape, plan.peer_rounds, plan.peer_lag_seconds, plan.peer_saturate_seconds,
                                      plan.peer_backlog, progress=progress)
@@ -124,7 +135,7 @@ def bench_run(
     save: bool = typer.Option(True, "--save/--no-save", help="Merge the results into load/results/latest.json."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:
-    """Run the benchmarks (full: about 45 minutes on 2 cores; --quick: a few minutes) and record the results.
+    """Run the benchmarks (full: about 50 minutes on 2 cores; --quick: a few minutes) and record the results.
 
     Every part starts a fresh scratch database and real scheduler/worker processes; numbers are read back from
     the recorded history. Parts run one after another, never two at once, on the embedded PostgreSQL (or

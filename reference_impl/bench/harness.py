@@ -28,7 +28,7 @@ import psutil
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import ProgrammingError
 
-from reference_impl import db
+from reference_impl import cleaner, db
 from reference_impl.cluster import LocalCluster
 
 LEAD_SECONDS = 3.0            # jobs are written this far ahead of their fire time (> the materialiser's lookahead)
@@ -52,14 +52,16 @@ BACKLOG_SQL = text(
     "  FROM generate_series(1, CAST(:n AS integer)) AS i RETURNING id, tenant_id, run_at)"
     " INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts)"
     " SELECT id, run_at, tenant_id, 'short', 'ready', run_at, 3 FROM j")
-# Finished executions as a system that has been running leaves them: one-shot jobs that fired, each with a
-# succeeded occurrence and attempt. Written as already finished, which the state-machine triggers rightly refuse
-# for an INSERT (a row is born new -> ready), so this one bulk load skips triggers for its own transaction.
+# Finished executions as a system that has been running leaves them in the queue tables: one-shot jobs that fired,
+# each with a succeeded occurrence and attempt, finished 30 minutes ago -- inside the hour before the archiver moves
+# them to the history partitions, so they stay put while the benchmark runs. Written as already finished, which the
+# state-machine triggers rightly refuse for an INSERT (a row is born new -> ready), so this one bulk load skips
+# triggers for its own transaction.
 HISTORY_SQL = text(
     "WITH j AS ("
     "  INSERT INTO jobs (tenant_id, name, handler, pool, schedule_kind, run_at, materialized_through, next_fire_at)"
-    "  SELECT 'bench-' || (i % :tenants), 'history', 'noop', 'short', 'once', now() - interval '2 days',"
-    "         now() - interval '2 days', NULL"
+    "  SELECT 'bench-' || (i % :tenants), 'history', 'noop', 'short', 'once', now() - interval '30 minutes',"
+    "         now() - interval '30 minutes', NULL"
     "  FROM generate_series(1, CAST(:n AS integer)) AS i RETURNING id, tenant_id, run_at),"
     " o AS ("
     "  INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, attempts, max_attempts,"
@@ -93,29 +95,32 @@ IDLE_SQL = text(
     "                     AND o.tenant_id = t.id AND o.ready_at <= now() ORDER BY o.ready_at, o.id LIMIT 1) due)"
     "   AND NOT EXISTS (SELECT 1 FROM occurrences WHERE state = 'running')"
     "   AND NOT EXISTS (SELECT 1 FROM jobs WHERE next_fire_at <= now() AND NOT paused AND deleted_at IS NULL)")
+# The measurements below read the whole record (all_occurrences / all_attempts, schema.sql): with a short archive
+# delay the archiver moves executions to the history partitions while the run is still going.
 LAG_SQL = text(
     "SELECT count(*) AS n,"
     "       percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY lag_ms) AS p,"
     "       max(lag_ms) AS max"
     " FROM (SELECT extract(epoch FROM a.started_at - o.fire_at) * 1000 AS lag_ms"
-    "       FROM occurrences o JOIN attempts a ON a.token = o.current_token"
+    "       FROM all_occurrences o JOIN all_attempts a ON a.token = o.current_token"
     "       WHERE o.fire_at >= :since AND o.fire_at < :until AND a.started_at IS NOT NULL) x")
 COMPLETED_SQL = text(
-    "SELECT count(*), min(finished_at), max(finished_at) FROM attempts"
+    "SELECT count(*), min(finished_at), max(finished_at) FROM all_attempts"
     " WHERE state = 'succeeded' AND finished_at >= :since AND finished_at < :until")
 LOST_SQL = text(
     "SELECT count(*) FROM jobs j WHERE j.run_at >= :since AND j.run_at < :until"
-    " AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.job_id = j.id AND o.state = 'succeeded')")
+    " AND NOT EXISTS (SELECT 1 FROM all_occurrences o WHERE o.job_id = j.id AND o.state = 'succeeded')")
+SIZES_SQL = text("SELECT (SELECT count(*) FROM occurrences), (SELECT count(*) FROM execution_history)")
 POSTGRES_PIDS_SQL = text("SELECT pid FROM pg_stat_activity WHERE datname = current_database() OR datname IS NULL")
 SERIES_SQL = text(
     "WITH done AS ("
     "  SELECT floor(extract(epoch FROM a.finished_at - :origin))::int AS second, count(*) AS completed"
-    "  FROM attempts a WHERE a.state = 'succeeded' AND a.finished_at >= :origin AND a.finished_at < :until"
+    "  FROM all_attempts a WHERE a.state = 'succeeded' AND a.finished_at >= :origin AND a.finished_at < :until"
     "  GROUP BY 1"
     "), lag AS ("
     "  SELECT floor(extract(epoch FROM o.fire_at - :origin))::int AS second,"
     "         percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM a.started_at - o.fire_at) * 1000) AS p99"
-    "  FROM occurrences o JOIN attempts a ON a.token = o.current_token"
+    "  FROM all_occurrences o JOIN all_attempts a ON a.token = o.current_token"
     "  WHERE o.fire_at >= :origin AND o.fire_at < :until AND a.started_at IS NOT NULL GROUP BY 1"
     ")"
     " SELECT coalesce(d.second, l.second) AS second, coalesce(d.completed, 0) AS completed, l.p99"
@@ -138,10 +143,13 @@ class ClusterShape:
     claim_batch: int = 64
     poll_seconds: float = 0.005  # the poll period is most of the fire lag; an idle poll writes nothing (d2_claim)
     tenants: int = 10
+    # How long finished executions stay in the queue tables; the history part shortens it to archive at peak.
+    archive_after_seconds: float = cleaner.DEFAULT_ARCHIVE_AFTER.total_seconds()
 
     def describe(self) -> dict[str, float]:
         return {"schedulers": self.schedulers, "worker_processes": self.workers, "concurrency": self.concurrency,
-                "claim_batch": self.claim_batch, "poll_seconds": self.poll_seconds, "tenants": self.tenants}
+                "claim_batch": self.claim_batch, "poll_seconds": self.poll_seconds, "tenants": self.tenants,
+                "archive_after_seconds": self.archive_after_seconds}
 
 
 # -- CPU and memory of every process, by component -----------------------------------------------------------
@@ -359,7 +367,8 @@ def rig(shape: ClusterShape, prepare: Callable[[Engine], None] | None = None) ->
         with LocalCluster(url, Path(tempfile.mkdtemp(prefix="d2bench-"))) as cluster:
             the_rig = Rig(url, engine, cluster, shape)
             for i in range(1, shape.schedulers + 1):
-                cluster.start_scheduler(f"bench-scheduler-{i}")
+                cluster.start_scheduler(f"bench-scheduler-{i}",
+                                        extra_args=["--archive-after-seconds", str(shape.archive_after_seconds)])
             the_rig.start_workers()
             the_rig.wait_registered()
             yield the_rig
@@ -436,6 +445,12 @@ def fire_lag(engine: Engine, since: datetime, until: datetime) -> Lag:
 def completed(engine: Engine, since: datetime, until: datetime) -> tuple[int, datetime | None, datetime | None]:
     with engine.begin() as conn:
         return tuple(conn.execute(COMPLETED_SQL, {"since": since, "until": until}).one())
+
+
+def record_sizes(engine: Engine) -> tuple[int, int]:
+    """Rows in the queue table (occurrences) and in the history (execution_history), counted exactly."""
+    with engine.begin() as conn:
+        return tuple(conn.execute(SIZES_SQL).one())
 
 
 def lost(engine: Engine, since: datetime, until: datetime) -> int:

@@ -42,16 +42,17 @@ DRAIN_TIMEOUT_SECONDS = 120.0
 
 ONE_SHOT_LOST_SQL = text(
     "SELECT count(*) FROM jobs j WHERE j.schedule_kind = 'once' AND j.run_at <= :until"
-    " AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.job_id = j.id AND o.state = 'succeeded')")
+    " AND NOT EXISTS (SELECT 1 FROM all_occurrences o WHERE o.job_id = j.id AND o.state = 'succeeded')")
 # Per cron job (one fire per second): every second from its first fire to the end of the run must have an
 # occurrence, and every occurrence must be finished. Fires the scheduler had not materialised yet are counted
-# as missing too -- _measure waits for it to catch up first, bounded.
+# as missing too -- _measure waits for it to catch up first, bounded. The record is read whole (all_occurrences),
+# wherever the archiver has put it; only the queue can hold an unfinished one.
 CRON_LOST_SQL = text(
     "SELECT coalesce(sum(expected - have), 0) + (SELECT count(*) FROM occurrences"
     "   WHERE state NOT IN ('succeeded', 'dead', 'skipped', 'cancelled'))"
     " FROM (SELECT o.job_id, floor(extract(epoch FROM CAST(:until AS timestamptz) - min(o.fire_at)))::bigint + 1"
     "              AS expected, count(*) FILTER (WHERE o.fire_at <= :until) AS have"
-    "       FROM occurrences o JOIN jobs j ON j.id = o.job_id WHERE j.schedule_kind = 'cron' GROUP BY o.job_id) x")
+    "       FROM all_occurrences o JOIN jobs j ON j.id = o.job_id WHERE j.schedule_kind = 'cron' GROUP BY o.job_id) x")
 CRON_BEHIND_SQL = text(
     "SELECT count(*) FROM jobs WHERE schedule_kind = 'cron' AND materialized_through < :until")
 SUBMITTED_SQL = text("SELECT count(*) FROM jobs WHERE created_at >= :since AND created_at < :until")

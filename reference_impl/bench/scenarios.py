@@ -60,6 +60,7 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
         load.join()
         meter.stop()
         sampler.halt.set()
+        queue_rows, history_rows = harness.record_sizes(rig.engine)
         rss = rig.peak_rss()
         drained = rig.wait_drained(DRAIN_TIMEOUT_SECONDS)
         if load.error:
@@ -77,6 +78,8 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
             "backlog_max": max((b for _, b in sampler.samples), default=0),
             "backlog_growth_per_second": round(growth, 2),
             "backlog_growing": growth > GROWTH_TOLERANCE * rate,
+            "queue_rows_at_end": queue_rows,      # occurrences: in flight + finished not yet archived
+            "history_rows_at_end": history_rows,  # execution_history
             "drained": drained,
             "lost_occurrences": harness.lost(rig.engine, start, load.end),
             "cpu_percent": meter.cpu_percent(),

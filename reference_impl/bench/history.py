@@ -1,0 +1,117 @@
+"""Does the record grow without slowing the hot path? The archiver at peak, and retention by DROP against DELETE.
+
+Finished executions leave the queue tables (occurrences, attempts) for day partitions of execution_history, and
+retention drops whole days (cleaner.py; the SQL is d2_archive and d2_drop_expired_history). Two measurements:
+
+* **at peak, archiving as it goes**: the sustained scenario, with finished executions archived after
+  ``archive_after_seconds`` instead of an hour, so everything the run finishes moves while the run goes on (and
+  the rig's seeded history too, at the start). Reported: fire lag, CPU, and the rows in the queue and in the
+  history at the end of the offered load.
+* **retention of one day**: ``rows`` finished executions, first deleted from the queue tables in batches -- what
+  a row-by-row retention does (this kit's cleaner did, until the history was partitioned) -- then the same number
+  archived into a day partition and the day dropped. Both remove the one-shot jobs whose history went (the seeded
+  executions are one-shot jobs, one each), so the drop is not free: it deletes those job rows. Reported: seconds
+  and WAL bytes of each, and the archiver's rate on the way.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+from reference_impl import cleaner, db
+from reference_impl.bench import harness, scenarios
+from reference_impl.bench.harness import ClusterShape, Progress, quiet
+
+DELETE_BATCH = 5_000  # rows per DELETE transaction, as the row-by-row cleaner did
+WAL_LSN_SQL = text("SELECT pg_current_wal_lsn()")
+WAL_SINCE_SQL = text("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), CAST(:lsn AS pg_lsn))::bigint")
+# Row-by-row retention, as this kit's cleaner did it: the oldest finished occurrences, their attempts, and the
+# one-shot jobs left with no occurrence (the retention is the idempotency window, with either design).
+OLDEST_FINISHED_SQL = text(
+    "SELECT array_agg(id), array_agg(DISTINCT job_id) FROM (SELECT id, job_id FROM occurrences"
+    " WHERE finished_at IS NOT NULL ORDER BY finished_at LIMIT :n) x")
+DELETE_SQL = (text("DELETE FROM attempts WHERE occurrence_id = ANY (:ids)"),
+              text("DELETE FROM occurrences WHERE id = ANY (:ids)"),
+              text("DELETE FROM jobs j WHERE j.id = ANY (:jobs) AND j.schedule_kind = 'once' AND j.next_fire_at IS NULL"
+                   " AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.job_id = j.id)"))
+AGE_SQL = text("UPDATE occurrences SET finished_at = finished_at - interval '20 days' WHERE finished_at IS NOT NULL")
+
+
+def at_peak(shape: ClusterShape, rate: float, seconds: float, archive_after_seconds: float,
+            progress: Progress = quiet) -> dict[str, Any]:
+    """The sustained scenario with the archiver moving every execution ``archive_after_seconds`` after it ends."""
+    run = scenarios.sustained(replace(shape, archive_after_seconds=archive_after_seconds), rate, seconds,
+                              progress=progress)
+    return {"archive_after_seconds": archive_after_seconds, **run}
+
+
+def retention(rows: int, tenants: int, progress: Progress = quiet) -> dict[str, Any]:
+    """On a scratch database: delete ``rows`` finished executions row by row, then archive as many into one day
+    and drop the day; seconds and WAL bytes of each."""
+    with db.scratch_database(db.database_url(), "d2bench", pool_size=2, application_name="d2-bench") as (_, engine):
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO tenants (id, api_key_hash) SELECT 'bench-' || i, md5('bench-' || i)"
+                              " FROM generate_series(0, :n - 1) AS i"), {"n": tenants})
+        harness.seed_history(engine, rows, tenants, progress)
+        progress(f"retention: deleting {rows:,} executions row by row")
+        deleted = _timed(engine, lambda: _delete_all(engine))
+
+        harness.seed_history(engine, rows, tenants, progress)
+        with engine.begin() as conn:
+            conn.execute(AGE_SQL)
+        progress(f"retention: archiving {rows:,} executions into one day")
+        archived = _timed(engine, lambda: _archive_all(engine))
+        progress("retention: dropping the day")
+        dropped = _timed(engine, lambda: _drop(engine))
+    return {
+        "executions": rows,
+        "delete_row_by_row": {"seconds": deleted["seconds"], "wal_bytes": deleted["wal_bytes"],
+                              "batch": DELETE_BATCH},
+        "archive": {"seconds": archived["seconds"], "wal_bytes": archived["wal_bytes"],
+                    "batch": cleaner.ARCHIVE_BATCH,
+                    "executions_per_second": round(rows / archived["seconds"], 1) if archived["seconds"] else None},
+        "drop_day": {"seconds": dropped["seconds"], "wal_bytes": dropped["wal_bytes"],
+                     "partitions_dropped": dropped["value"]},
+    }
+
+
+def _timed(engine: Engine, step) -> dict[str, Any]:
+    with engine.begin() as conn:
+        lsn = conn.execute(WAL_LSN_SQL).scalar_one()
+    started = time.perf_counter()
+    value = step()
+    seconds = time.perf_counter() - started
+    with engine.begin() as conn:
+        wal = conn.execute(WAL_SINCE_SQL, {"lsn": lsn}).scalar_one()
+    return {"seconds": round(seconds, 3), "wal_bytes": wal, "value": value}
+
+
+def _delete_all(engine: Engine) -> int:
+    total = 0
+    while True:
+        with engine.begin() as conn:
+            ids, jobs = conn.execute(OLDEST_FINISHED_SQL, {"n": DELETE_BATCH}).one()
+            if not ids:
+                return total
+            for statement in DELETE_SQL:
+                conn.execute(statement, {"ids": ids, "jobs": jobs})
+        total += len(ids)
+
+
+def _archive_all(engine: Engine) -> int:
+    total = 0
+    while True:
+        with engine.begin() as conn:
+            moved = cleaner.archive_finished(conn)
+        if not moved:
+            return total
+        total += moved
+
+
+def _drop(engine: Engine) -> int:
+    with engine.begin() as conn:
+        return cleaner.drop_expired(conn)
