@@ -7,7 +7,7 @@ schema and state machines   ``sql/schema.sql``
 claim / heartbeat / fence   ``sql/operations.sql`` (d2_claim, d2_heartbeat, d2_complete)
 reaper (lease expiry)       ``sql/operations.sql`` d2_reap, run by ``reaper.py``
 history and retention       ``sql/schema.sql`` execution_history; ``sql/operations.sql`` d2_archive and
-                            d2_drop_expired_history, run by ``cleaner.py``
+                            d2_rotate_history, run by ``cleaner.py``
 materialiser (replicas)     ``materializer.py`` + d2_materialise
 catch-up and overlap        ``policies.py``
 cron, time zones, DST       ``schedule.py``

@@ -5,9 +5,10 @@ Runs in every scheduler replica. Two passes, the logic of both in operations.sql
 * ``archive_finished`` (d2_archive), every second: finished occurrences older than the archive delay leave the
   queue tables for the day's partition of ``execution_history``, with their attempts. The claim, completion
   and reaper only ever read the queue tables, so history of any length costs the hot path nothing.
-* ``drop_expired`` (d2_drop_expired_history), once a minute: whole days of history older than the retention
-  are dropped -- no row-by-row DELETE, no dead tuples -- and one-shot jobs whose history is gone with them,
-  so the retention is also how long a one-shot job's idempotency key is remembered.
+* ``rotate_history`` (d2_rotate_history), once a minute: today's and tomorrow's partitions are made ahead of
+  need, and whole days of history older than the retention are dropped -- no row-by-row DELETE, no dead
+  tuples -- with the one-shot jobs whose history is gone, so the retention is also how long a one-shot job's
+  idempotency key is remembered.
 
 Unfinished work is never touched.
 """
@@ -33,6 +34,6 @@ def archive_finished(conn: Connection, after: timedelta = DEFAULT_ARCHIVE_AFTER,
     return conn.execute(text("SELECT d2_archive(:after, :n)"), {"after": after, "n": limit}).scalar_one()
 
 
-def drop_expired(conn: Connection, retention: timedelta = DEFAULT_RETENTION) -> int:
+def rotate_history(conn: Connection, retention: timedelta = DEFAULT_RETENTION) -> int:
     """Returns how many days of history were dropped."""
-    return conn.execute(text("SELECT d2_drop_expired_history(:retention)"), {"retention": retention}).scalar_one()
+    return conn.execute(text("SELECT d2_rotate_history(:retention)"), {"retention": retention}).scalar_one()

@@ -64,7 +64,7 @@ class Scheduler:
                         last_archive = started
                 if started - last_drop >= cfg.drop_every_seconds:
                     with self.engine.begin() as conn:
-                        dropped = cleaner.drop_expired(conn, cfg.retention)
+                        dropped = cleaner.rotate_history(conn, cfg.retention)
                     if dropped:
                         log.info("dropped %d days of history older than %s", dropped, cfg.retention)
                     last_drop = started

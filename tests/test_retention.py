@@ -1,7 +1,7 @@
 """History and retention: finished executions leave the queue tables for day partitions, and whole days are dropped.
 
 Everything here goes through the real operations (d2_claim, d2_complete, d2_reap, d2_archive,
-d2_drop_expired_history) on a real PostgreSQL; only the clock of a finished row is moved back, by rewriting
+d2_rotate_history) on a real PostgreSQL; only the clock of a finished row is moved back, by rewriting
 its finished_at, so that "an hour ago" and "20 days ago" exist without waiting for them.
 """
 
@@ -160,17 +160,59 @@ def test_retention_drops_whole_days_and_the_one_shot_jobs_whose_history_went_wit
     _finished_ago(engine, [old_once, old_cron], timedelta(days=20))
     _finished_ago(engine, [recent_cron], timedelta(days=1))
     assert _archive(engine) == 3
-    assert scalar(engine, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'execution_history'::regclass") == 2
+    assert _days(engine) == [_day(engine, 20), _day(engine, 1)]
 
     with engine.begin() as conn:
-        assert cleaner.drop_expired(conn, RETENTION) == 1
+        assert cleaner.rotate_history(conn, RETENTION) == 1
 
     assert [r.id for r in rows(engine, "SELECT id FROM all_occurrences")] == [recent_cron]
-    assert scalar(engine, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'execution_history'::regclass") == 1
+    # The old day is gone; today's and tomorrow's were made ahead of the archiver's need.
+    assert _days(engine) == [_day(engine, 1), _day(engine, 0), _day(engine, -1)]
     # The one-shot job has no history left, so it goes (and its idempotency key with it); the recurring job stays.
     assert [r.id for r in rows(engine, "SELECT id FROM jobs")] == [cron]
     with engine.begin() as conn:
-        assert cleaner.drop_expired(conn, RETENTION) == 0  # a second pass finds nothing
+        assert cleaner.rotate_history(conn, RETENTION) == 0  # a second pass finds nothing
+
+
+def test_a_reader_holding_the_history_delays_retention_instead_of_stalling_it(engine):
+    """Dropping a day needs the history to itself. A long report reading it must cost the rotation a pass (it
+    gives up after lock_timeout and the next pass tries again), not block the scheduler loop that runs it."""
+    _tenant(engine)
+    with engine.begin() as conn:
+        occurrence = _ready(conn, _job(conn, "hourly", "cron"), 20)
+    assert all(_complete(engine, _claim(engine)))
+    _finished_ago(engine, [occurrence], timedelta(days=20))
+    assert _archive(engine) == 1
+    report = engine.connect()
+    transaction = report.begin()
+    report.execute(text("SELECT count(*) FROM all_occurrences")).scalar_one()  # holds its lock until commit
+    outcome: list[int] = []
+    rotation = threading.Thread(target=lambda: outcome.append(_rotate(engine)), daemon=True)
+    rotation.start()
+    rotation.join(timeout=30)
+    assert not rotation.is_alive() and outcome == [0], "the rotation should give up, not wait for the report"
+    assert _day(engine, 20) in _days(engine)
+
+    transaction.commit()
+    report.close()
+    assert _rotate(engine) == 1
+    assert _day(engine, 20) not in _days(engine)
+
+
+def _rotate(engine) -> int:
+    with engine.begin() as conn:
+        return cleaner.rotate_history(conn, RETENTION)
+
+
+def _days(engine) -> list[str]:
+    return [r.relname for r in rows(engine, "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+                                            " WHERE i.inhparent = 'execution_history'::regclass ORDER BY 1")]
+
+
+def _day(engine, days_ago: int) -> str:
+    """The partition name of the UTC day ``days_ago`` days before the database's today."""
+    return scalar(engine, "SELECT 'execution_history_' || to_char((now() AT TIME ZONE 'UTC')::date - :d, 'YYYYMMDD')",
+                  d=days_ago)
 
 
 def test_two_replicas_making_the_same_days_partition_both_succeed(engine):

@@ -1,7 +1,7 @@
 """Does the record grow without slowing the hot path? The archiver at peak, and retention by DROP against DELETE.
 
 Finished executions leave the queue tables (occurrences, attempts) for day partitions of execution_history, and
-retention drops whole days (cleaner.py; the SQL is d2_archive and d2_drop_expired_history). Two measurements:
+retention drops whole days (cleaner.py; the SQL is d2_archive and d2_rotate_history). Two measurements:
 
 * **at peak, archiving as it goes**: the sustained scenario, with finished executions archived after
   ``archive_after_seconds`` instead of an hour, so everything the run finishes moves while the run goes on (and
@@ -114,4 +114,4 @@ def _archive_all(engine: Engine) -> int:
 
 def _drop(engine: Engine) -> int:
     with engine.begin() as conn:
-        return cleaner.drop_expired(conn)
+        return cleaner.rotate_history(conn)

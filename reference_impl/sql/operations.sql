@@ -9,7 +9,7 @@
 --   d2_complete      workers: finish attempts, fenced by token (d2_settle moves the occurrence on)
 --   d2_reap          scheduler replicas: expired leases -> attempt lost, occurrence retried or dead
 --   d2_archive       scheduler replicas: move finished executions from the queue to execution_history
---   d2_drop_expired_history   scheduler replicas: retention -- drop history partitions older than it
+--   d2_rotate_history  scheduler replicas: retention -- drop history days older than it, make the next
 --   d2_cancel_open   API/CLI/overlap: cancel a job's unfinished occurrences cooperatively
 --   d2_fenced_ledger_write   the demo job's own write path, fenced by token
 
@@ -504,20 +504,33 @@ EXCEPTION WHEN duplicate_table OR unique_violation THEN
 END $$;
 
 -- ---------------------------------------------------------------------------------------------
--- Retention: drop every day of history that ended more than p_retention ago -- a history row is kept at
--- least the retention and at most a day longer. One-shot jobs whose last execution is in a dropped day go
--- with it, so a one-shot job's idempotency key lasts as long as its history: the retention is the
--- idempotency window. Recurring jobs stay. One replica at a time (the advisory lock): the others wait, then
--- find nothing left to drop.
--- Returns how many partitions were dropped.
+-- Rotate: retention for the history. Makes today's and tomorrow's partitions ahead of need (so the archiver
+-- does not have to), and drops every day that ended more than p_retention ago: a history row is kept at least
+-- the retention and at most a day longer. One-shot jobs whose last execution is in a dropped day go with it,
+-- so a one-shot job's idempotency key lasts as long as its history: the retention is the idempotency window.
+-- Recurring jobs stay. One replica at a time: while one rotates (the advisory lock), the others skip the pass.
+-- Making or dropping a partition locks execution_history exclusively, which waits for every reader of the
+-- history and makes everyone after it wait too, the archiver included. So each step waits at most lock_timeout
+-- and otherwise gives up until the next pass, a minute later, instead of stalling the scheduler's loop behind a
+-- long report.
+-- Returns how many days were dropped.
 -- ---------------------------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION d2_drop_expired_history(p_retention interval) RETURNS integer
-LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION d2_rotate_history(p_retention interval) RETURNS integer
+LANGUAGE plpgsql SET lock_timeout = '500ms' AS $$
 DECLARE
     p record;
+    v_today date := (now() AT TIME ZONE 'UTC')::date;
     v_dropped integer := 0;
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtext('d2_drop_expired_history'));
+    IF NOT pg_try_advisory_xact_lock(hashtext('d2_rotate_history')) THEN
+        RETURN 0;
+    END IF;
+    BEGIN
+        PERFORM d2_history_partition(v_today);
+        PERFORM d2_history_partition(v_today + 1);
+    EXCEPTION WHEN lock_not_available THEN
+        NULL;   -- the archiver makes a missing day itself
+    END;
     FOR p IN
         SELECT c.relname AS name, (to_date(right(c.relname, 8), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC' AS ends
           FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
@@ -525,14 +538,18 @@ BEGIN
            AND (to_date(right(c.relname, 8), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC' <= now() - p_retention
          ORDER BY 2
     LOOP
-        EXECUTE format(
-            'DELETE FROM jobs j WHERE j.id IN (SELECT h.job_id FROM %I h)'
-            ' AND j.schedule_kind = ''once'' AND j.next_fire_at IS NULL'
-            ' AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.job_id = j.id)'
-            ' AND NOT EXISTS (SELECT 1 FROM execution_history h WHERE h.job_id = j.id AND h.finished_at >= %L)',
-            p.name, p.ends);
-        EXECUTE format('DROP TABLE %I', p.name);
-        v_dropped := v_dropped + 1;
+        BEGIN
+            EXECUTE format(
+                'DELETE FROM jobs j WHERE j.id IN (SELECT h.job_id FROM %I h)'
+                ' AND j.schedule_kind = ''once'' AND j.next_fire_at IS NULL'
+                ' AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.job_id = j.id)'
+                ' AND NOT EXISTS (SELECT 1 FROM execution_history h WHERE h.job_id = j.id AND h.finished_at >= %L)',
+                p.name, p.ends);
+            EXECUTE format('DROP TABLE %I', p.name);
+            v_dropped := v_dropped + 1;
+        EXCEPTION WHEN lock_not_available THEN
+            RETURN v_dropped;   -- a reader holds the history; this day and later ones wait for the next pass
+        END;
     END LOOP;
     RETURN v_dropped;
 END $$;

@@ -183,7 +183,7 @@ CREATE INDEX IF NOT EXISTS attempts_occurrence ON attempts (occurrence_id);
 -- occurrences and attempts are the QUEUE: what is in flight, plus the last hour of finished executions
 -- (storage.archive_after_minutes in designs/d2/scale.yaml). Then d2_archive moves each finished occurrence
 -- here, with its attempts folded into attempt_log, in one transaction. Retention drops whole days
--- (d2_drop_expired_history): history is never deleted row by row, so it leaves no dead tuples for vacuum to
+-- (d2_rotate_history): history is never deleted row by row, so it leaves no dead tuples for vacuum to
 -- chase, and the queue tables stay the same size however many days are kept.
 -- Why an occurrence may leave the UNIQUE (job_id, fire_at) above: it moves only once its job's cursor
 -- (materialized_through) is at or past its fire time, and the materialiser only writes fire times after the
