@@ -7,8 +7,10 @@ Runs in every scheduler replica. Two passes, the logic of both in operations.sql
   and reaper only ever read the queue tables, so history of any length costs the hot path nothing.
 * ``rotate_history`` (d2_rotate_history), once a minute: today's and tomorrow's partitions are made ahead of
   need, and whole days of history older than the retention are dropped -- no row-by-row DELETE, no dead
-  tuples -- with the one-shot jobs whose history is gone, so the retention is also how long a one-shot job's
-  idempotency key is remembered.
+  tuples, milliseconds a day.
+* ``forget_jobs`` (d2_forget_jobs), once a minute and again at once while batches come back full: one-shot
+  jobs whose last execution is older than the retention are deleted, so the retention is also how long a
+  one-shot job's idempotency key is remembered.
 
 Unfinished work is never touched.
 """
@@ -27,11 +29,18 @@ DEFAULT_RETENTION = timedelta(days=14)
 # design's peak of 833 finished executions/s from a single replica, in transactions short enough that the
 # scheduler loop sharing the connection barely notices.
 ARCHIVE_BATCH = 2_000
+FORGET_BATCH = 5_000  # one-shot jobs deleted per transaction: short row locks on jobs
 
 
 def archive_finished(conn: Connection, after: timedelta = DEFAULT_ARCHIVE_AFTER, limit: int = ARCHIVE_BATCH) -> int:
     """One batch; returns how many finished occurrences moved to the history."""
     return conn.execute(text("SELECT d2_archive(:after, :n)"), {"after": after, "n": limit}).scalar_one()
+
+
+def forget_jobs(conn: Connection, retention: timedelta = DEFAULT_RETENTION, limit: int = FORGET_BATCH) -> int:
+    """One batch; returns how many one-shot jobs were deleted."""
+    return conn.execute(text("SELECT d2_forget_jobs(:retention, :n)"),
+                        {"retention": retention, "n": limit}).scalar_one()
 
 
 def rotate_history(conn: Connection, retention: timedelta = DEFAULT_RETENTION) -> int:

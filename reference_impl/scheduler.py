@@ -25,7 +25,7 @@ class SchedulerConfig:
     heartbeat_every_seconds: float = 1.0
     archive_every_seconds: float = 1.0  # one batch per second, or per pass while batches come back full
     archive_after: timedelta = cleaner.DEFAULT_ARCHIVE_AFTER
-    drop_every_seconds: float = 60.0  # retention is in days: a minute late costs nothing
+    retention_every_seconds: float = 60.0  # retention is in days: a minute late costs nothing
     retention: timedelta = cleaner.DEFAULT_RETENTION
 
 
@@ -37,7 +37,7 @@ class Scheduler:
 
     def run(self) -> None:
         cfg = self.config
-        last_reap = last_heartbeat = last_archive = last_drop = 0.0
+        last_reap = last_heartbeat = last_archive = last_retention = 0.0
         registered = False
         while not self.stop.is_set():
             started = time.monotonic()
@@ -62,12 +62,16 @@ class Scheduler:
                         log.debug("archived %d finished occurrences", archived)
                     if archived < cleaner.ARCHIVE_BATCH:  # caught up; a full batch means more is waiting
                         last_archive = started
-                if started - last_drop >= cfg.drop_every_seconds:
+                if started - last_retention >= cfg.retention_every_seconds:
                     with self.engine.begin() as conn:
                         dropped = cleaner.rotate_history(conn, cfg.retention)
-                    if dropped:
-                        log.info("dropped %d days of history older than %s", dropped, cfg.retention)
-                    last_drop = started
+                    with self.engine.begin() as conn:
+                        forgotten = cleaner.forget_jobs(conn, cfg.retention)
+                    if dropped or forgotten:
+                        log.info("retention %s: dropped %d days of history, forgot %d one-shot jobs",
+                                 cfg.retention, dropped, forgotten)
+                    if forgotten < cleaner.FORGET_BATCH:  # caught up; a full batch means more is waiting
+                        last_retention = started
                 if started - last_heartbeat >= cfg.heartbeat_every_seconds:
                     processes.heartbeat(self.engine, cfg.scheduler_id)
                     last_heartbeat = started

@@ -54,6 +54,7 @@ def test_the_archiver_moves_executions_during_a_run_and_nothing_is_lost():
 def test_retention_deletes_and_drops_the_same_day():
     kept = history.retention(2_000, tenants=2)
     assert kept["drop_day"]["partitions_dropped"] == 1
+    assert kept["forget_one_shot_jobs"]["jobs"] == 2_000
     assert kept["archive"]["executions_per_second"] > 0
     assert kept["delete_row_by_row"]["wal_bytes"] > 0
 

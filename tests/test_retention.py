@@ -151,27 +151,34 @@ def test_a_stale_worker_finishing_an_archived_attempt_is_refused_and_recorded(en
     assert [(a["token"], a["state"]) for a in archived.attempt_log] == [(stale, "lost"), (fresh, "succeeded")]
 
 
-def test_retention_drops_whole_days_and_the_one_shot_jobs_whose_history_went_with_them(engine):
+def test_retention_drops_whole_days_and_forgets_one_shot_jobs_older_than_it(engine):
     _tenant(engine)
     with engine.begin() as conn:
-        once, cron = _job(conn, "old one-shot", "once"), _job(conn, "hourly", "cron")
-        old_once, old_cron, recent_cron = _ready(conn, once, 20), _ready(conn, cron, 20), _ready(conn, cron, 1)
+        old_job, recent_job = _job(conn, "old one-shot", "once"), _job(conn, "recent one-shot", "once")
+        cron = _job(conn, "hourly", "cron")
+        old_once, recent_once = _ready(conn, old_job, 20), _ready(conn, recent_job, 1)
+        old_cron, recent_cron = _ready(conn, cron, 20), _ready(conn, cron, 1)
     assert all(_complete(engine, _claim(engine)))
     _finished_ago(engine, [old_once, old_cron], timedelta(days=20))
-    _finished_ago(engine, [recent_cron], timedelta(days=1))
-    assert _archive(engine) == 3
+    _finished_ago(engine, [recent_once, recent_cron], timedelta(days=1))
+    assert _archive(engine) == 4
     assert _days(engine) == [_day(engine, 20), _day(engine, 1)]
+    # The archiver noted when each one-shot job's history ends; a recurring job's never does.
+    assert dict(rows(engine, "SELECT id, history_until IS NOT NULL FROM jobs")) == {
+        old_job: True, recent_job: True, cron: False}
 
     with engine.begin() as conn:
         assert cleaner.rotate_history(conn, RETENTION) == 1
-
-    assert [r.id for r in rows(engine, "SELECT id FROM all_occurrences")] == [recent_cron]
+    assert sorted(r.id for r in rows(engine, "SELECT id FROM all_occurrences")) == [recent_once, recent_cron]
     # The old day is gone; today's and tomorrow's were made ahead of the archiver's need.
     assert _days(engine) == [_day(engine, 1), _day(engine, 0), _day(engine, -1)]
-    # The one-shot job has no history left, so it goes (and its idempotency key with it); the recurring job stays.
-    assert [r.id for r in rows(engine, "SELECT id FROM jobs")] == [cron]
+
     with engine.begin() as conn:
-        assert cleaner.rotate_history(conn, RETENTION) == 0  # a second pass finds nothing
+        assert cleaner.forget_jobs(conn, RETENTION) == 1
+    # The old one-shot job goes, and its idempotency key with it; the recent one and the recurring job stay.
+    assert sorted(r.id for r in rows(engine, "SELECT id FROM jobs")) == sorted([recent_job, cron])
+    with engine.begin() as conn:  # a second pass finds nothing
+        assert (cleaner.rotate_history(conn, RETENTION), cleaner.forget_jobs(conn, RETENTION)) == (0, 0)
 
 
 def test_a_reader_holding_the_history_delays_retention_instead_of_stalling_it(engine):

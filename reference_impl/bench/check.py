@@ -172,12 +172,14 @@ def _history_rows(history: dict[str, Any], peak: float) -> list[Row]:
     drop, delete = kept.get("drop_day") or {}, kept.get("delete_row_by_row") or {}
     ok = None if not drop or not delete else (
         drop["seconds"] < delete["seconds"] and drop["wal_bytes"] < delete["wal_bytes"])
-    rows.append(Row(f"retention of one day ({kept.get('executions', 0):,} executions)",
+    forget = kept.get("forget_one_shot_jobs") or {}
+    rows.append(Row(f"retention of one day ({kept['executions']:,} executions)" if kept else "retention of one day",
                     "drop the day's partition: cheaper than deleting its rows",
                     "not measured" if ok is None else
                     f"DROP {drop['seconds']:.2f}s, {drop['wal_bytes'] / 2**20:,.1f} MiB WAL; row-by-row DELETE "
                     f"{delete['seconds']:.1f}s, {delete['wal_bytes'] / 2**20:,.1f} MiB WAL; archiver "
-                    f"{_get(kept, 'archive', 'executions_per_second') or 0:,.0f} executions/s",
+                    f"{_get(kept, 'archive', 'executions_per_second') or 0:,.0f} executions/s; forgetting the day's "
+                    f"{forget.get('jobs', 0):,} one-shot jobs, in both designs: {forget.get('seconds', 0):.1f}s",
                     _verdict(ok), "bench.history.retention"))
     return rows
 

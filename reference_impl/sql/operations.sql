@@ -9,7 +9,8 @@
 --   d2_complete      workers: finish attempts, fenced by token (d2_settle moves the occurrence on)
 --   d2_reap          scheduler replicas: expired leases -> attempt lost, occurrence retried or dead
 --   d2_archive       scheduler replicas: move finished executions from the queue to execution_history
---   d2_rotate_history  scheduler replicas: retention -- drop history days older than it, make the next
+--   d2_rotate_history  scheduler replicas: retention -- drop history days older than it, make the next two
+--   d2_forget_jobs   scheduler replicas: retention -- delete one-shot jobs whose history is older than it
 --   d2_cancel_open   API/CLI/overlap: cancel a job's unfinished occurrences cooperatively
 --   d2_fenced_ledger_write   the demo job's own write path, fenced by token
 
@@ -482,6 +483,11 @@ BEGIN
                        FROM attempts a WHERE a.occurrence_id = o.id), '[]')
       FROM occurrences o
      WHERE o.id = ANY (v_ids);
+    -- A one-shot job (its idempotency key) is remembered until its last execution is older than the retention.
+    UPDATE jobs j SET history_until = greatest(j.history_until, m.last_finished)
+      FROM (SELECT o.job_id, max(o.finished_at) AS last_finished FROM occurrences o
+             WHERE o.id = ANY (v_ids) GROUP BY o.job_id) m
+     WHERE j.id = m.job_id AND j.schedule_kind = 'once';
     DELETE FROM attempts WHERE occurrence_id = ANY (v_ids);
     DELETE FROM occurrences WHERE id = ANY (v_ids);
     RETURN cardinality(v_ids);
@@ -506,9 +512,8 @@ END $$;
 -- ---------------------------------------------------------------------------------------------
 -- Rotate: retention for the history. Makes today's and tomorrow's partitions ahead of need (so the archiver
 -- does not have to), and drops every day that ended more than p_retention ago: a history row is kept at least
--- the retention and at most a day longer. One-shot jobs whose last execution is in a dropped day go with it,
--- so a one-shot job's idempotency key lasts as long as its history: the retention is the idempotency window.
--- Recurring jobs stay. One replica at a time: while one rotates (the advisory lock), the others skip the pass.
+-- the retention and at most a day longer. Dropping a day is catalog work, milliseconds however many rows it
+-- holds. One replica at a time: while one rotates (the advisory lock), the others skip the pass.
 -- Making or dropping a partition locks execution_history exclusively, which waits for every reader of the
 -- history and makes everyone after it wait too, the archiver included. So each step waits at most lock_timeout
 -- and otherwise gives up until the next pass, a minute later, instead of stalling the scheduler's loop behind a
@@ -532,19 +537,13 @@ BEGIN
         NULL;   -- the archiver makes a missing day itself
     END;
     FOR p IN
-        SELECT c.relname AS name, (to_date(right(c.relname, 8), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC' AS ends
+        SELECT c.relname AS name
           FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
          WHERE i.inhparent = 'execution_history'::regclass
            AND (to_date(right(c.relname, 8), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC' <= now() - p_retention
-         ORDER BY 2
+         ORDER BY 1
     LOOP
         BEGIN
-            EXECUTE format(
-                'DELETE FROM jobs j WHERE j.id IN (SELECT h.job_id FROM %I h)'
-                ' AND j.schedule_kind = ''once'' AND j.next_fire_at IS NULL'
-                ' AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.job_id = j.id)'
-                ' AND NOT EXISTS (SELECT 1 FROM execution_history h WHERE h.job_id = j.id AND h.finished_at >= %L)',
-                p.name, p.ends);
             EXECUTE format('DROP TABLE %I', p.name);
             v_dropped := v_dropped + 1;
         EXCEPTION WHEN lock_not_available THEN
@@ -553,6 +552,30 @@ BEGIN
     END LOOP;
     RETURN v_dropped;
 END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Forget: one-shot jobs whose last execution finished more than p_retention ago are deleted, p_limit at a
+-- time, so a one-shot job's idempotency key is remembered as long as its history: the retention is the
+-- idempotency window. These are rows of jobs, deleted one by one -- the part of retention a partition cannot
+-- take away, because the key must stay unique while it is remembered -- so it goes in short batches, oldest
+-- first, found through jobs_forgettable. Recurring jobs stay.
+-- Returns how many jobs were deleted.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_forget_jobs(p_retention interval, p_limit integer) RETURNS integer
+LANGUAGE sql AS $$
+    WITH gone AS (
+        DELETE FROM jobs j
+         WHERE j.id IN (SELECT f.id FROM jobs f
+                         WHERE f.schedule_kind = 'once' AND f.history_until < now() - p_retention
+                           AND f.next_fire_at IS NULL
+                           AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.job_id = f.id)
+                         ORDER BY f.history_until
+                         LIMIT p_limit
+                         FOR UPDATE SKIP LOCKED)
+        RETURNING 1
+    )
+    SELECT count(*)::integer FROM gone
+$$;
 
 -- Cancel every unfinished occurrence of a job: waiting/ready ones at once, running ones
 -- cooperatively (the worker hears 'cancel' on its next heartbeat and completes as cancelled).

@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     -- The materialiser's cursor: every fire time <= materialized_through has its occurrence row.
     materialized_through timestamptz NOT NULL CHECK (isfinite(materialized_through)),
     next_fire_at         timestamptz,                       -- NULL: nothing left to fire
+    history_until        timestamptz,                       -- once: when its last archived execution finished
     schedule_error       text,                              -- why the last materialise pass could not plan it
     created_at           timestamptz NOT NULL DEFAULT now(),
     UNIQUE (tenant_id, idempotency_key),
@@ -65,6 +66,8 @@ CREATE TABLE IF NOT EXISTS jobs (
 -- The materialiser's poll: "which jobs have a fire time coming up?"
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (next_fire_at)
     WHERE next_fire_at IS NOT NULL AND NOT paused AND deleted_at IS NULL;
+-- Retention forgets a one-shot job once its history is older than the retention (d2_forget_jobs), oldest first.
+CREATE INDEX IF NOT EXISTS jobs_forgettable ON jobs (history_until) WHERE schedule_kind = 'once';
 
 -- ---------------------------------------------------------------------------------------------
 -- Occurrences: one row per (job, scheduled fire time), including the ones that never run.
@@ -184,7 +187,8 @@ CREATE INDEX IF NOT EXISTS attempts_occurrence ON attempts (occurrence_id);
 -- (storage.archive_after_minutes in designs/d2/scale.yaml). Then d2_archive moves each finished occurrence
 -- here, with its attempts folded into attempt_log, in one transaction. Retention drops whole days
 -- (d2_rotate_history): history is never deleted row by row, so it leaves no dead tuples for vacuum to
--- chase, and the queue tables stay the same size however many days are kept.
+-- chase, and the queue tables stay the same size however many days are kept. (Only a one-shot job's own row
+-- is deleted by retention, d2_forget_jobs: its idempotency key is remembered that long.)
 -- Why an occurrence may leave the UNIQUE (job_id, fire_at) above: it moves only once its job's cursor
 -- (materialized_through) is at or past its fire time, and the materialiser only writes fire times after the
 -- cursor, which never moves back. A manual run's fire time is the instant it was asked for.
