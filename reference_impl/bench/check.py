@@ -156,12 +156,11 @@ def _history_rows(history: dict[str, Any], peak: float) -> list[Row]:
     run = history.get("at_peak") or {}
     p99, ours = _get(run, "fire_lag_ms", "p99"), _our_cpu(run.get("cpu_percent"))
     after = run.get("archive_after_seconds")
-    queue_bound = None if after is None else peak * (after + 30)
-    ok = None if p99 is None or ours is None else (
+    ok = None if p99 is None or ours is None or after is None else (
         run.get("executions_per_second", 0) >= 0.99 * peak and not run.get("backlog_growing", True)
         and p99 <= LAG_GOAL_MS and ours <= CPU_GOAL_PERCENT and run.get("lost_occurrences") == 0
-        and run.get("queue_rows_at_end", math.inf) <= queue_bound)
-    rows = [Row(f"peak with every execution archived {after or '?':g}s after it ends" if after else
+        and run.get("queue_rows_at_end", math.inf) <= peak * (after + 30))
+    rows = [Row(f"peak with every execution archived {after:g}s after it ends" if after is not None else
                 "peak with the archiver moving every execution",
                 f"as at peak: p99 <= {LAG_GOAL_MS:.0f} ms, CPU <= {CPU_GOAL_PERCENT:.0f}%; the queue holds only "
                 "the last seconds", "not measured" if ok is None else
