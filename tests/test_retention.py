@@ -167,8 +167,7 @@ def test_retention_drops_whole_days_and_forgets_one_shot_jobs_older_than_it(engi
     assert dict(rows(engine, "SELECT id, history_until IS NOT NULL FROM jobs")) == {
         old_job: True, recent_job: True, cron: False}
 
-    with engine.begin() as conn:
-        assert cleaner.rotate_history(conn, RETENTION) == 1
+    assert _rotate(engine) == 1
     assert sorted(r.id for r in rows(engine, "SELECT id FROM all_occurrences")) == [recent_once, recent_cron]
     # The old day is gone; today's and tomorrow's were made ahead of the archiver's need.
     assert _days(engine) == [_day(engine, 1), _day(engine, 0), _day(engine, -1)]

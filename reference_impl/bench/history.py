@@ -18,10 +18,11 @@ retention drops whole days (cleaner.py; the SQL is d2_archive and d2_rotate_hist
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 from reference_impl import cleaner, db
 from reference_impl.bench import harness, scenarios
@@ -57,17 +58,17 @@ def retention(rows: int, tenants: int, progress: Progress = quiet) -> dict[str, 
                               " FROM generate_series(0, :n - 1) AS i"), {"n": tenants})
         harness.seed_history(engine, rows, tenants, progress)
         progress(f"retention: deleting {rows:,} executions row by row")
-        deleted = _timed(engine, lambda: _delete_all(engine))
+        deleted = _timed(engine, lambda: _in_batches(engine, _delete_batch))
 
         harness.seed_history(engine, rows, tenants, progress)
         with engine.begin() as conn:
             conn.execute(AGE_SQL)
         progress(f"retention: archiving {rows:,} executions into one day")
-        archived = _timed(engine, lambda: _archive_all(engine))
+        archived = _timed(engine, lambda: _in_batches(engine, cleaner.archive_finished))
         progress("retention: dropping the day")
-        dropped = _timed(engine, lambda: _drop(engine))
+        dropped = _timed(engine, lambda: _one(engine, cleaner.rotate_history))
         progress(f"retention: forgetting {rows:,} one-shot jobs")
-        forgotten = _timed(engine, lambda: _forget(engine))
+        forgotten = _timed(engine, lambda: _in_batches(engine, cleaner.forget_jobs))
     return {
         "executions": rows,
         "delete_row_by_row": {"seconds": deleted["seconds"], "wal_bytes": deleted["wal_bytes"],
@@ -93,38 +94,21 @@ def _timed(engine: Engine, step) -> dict[str, Any]:
     return {"seconds": round(seconds, 3), "wal_bytes": wal, "value": value}
 
 
-def _delete_all(engine: Engine) -> int:
+def _in_batches(engine: Engine, step: Callable[[Connection], int]) -> int:
+    """Run ``step`` in a transaction of its own until it finds nothing left; how many rows it did in all."""
     total = 0
-    while True:
-        with engine.begin() as conn:
-            ids = conn.execute(OLDEST_FINISHED_SQL, {"n": DELETE_BATCH}).scalar_one()
-            if not ids:
-                return total
-            for statement in DELETE_SQL:
-                conn.execute(statement, {"ids": ids})
-        total += len(ids)
+    while done := _one(engine, step):
+        total += done
+    return total
 
 
-def _archive_all(engine: Engine) -> int:
-    total = 0
-    while True:
-        with engine.begin() as conn:
-            moved = cleaner.archive_finished(conn)
-        if not moved:
-            return total
-        total += moved
-
-
-def _forget(engine: Engine) -> int:
-    total = 0
-    while True:
-        with engine.begin() as conn:
-            forgotten = cleaner.forget_jobs(conn)
-        total += forgotten
-        if forgotten < cleaner.FORGET_BATCH:
-            return total
-
-
-def _drop(engine: Engine) -> int:
+def _one(engine: Engine, step: Callable[[Connection], int]) -> int:
     with engine.begin() as conn:
-        return cleaner.rotate_history(conn)
+        return step(conn)
+
+
+def _delete_batch(conn: Connection) -> int:
+    ids = conn.execute(OLDEST_FINISHED_SQL, {"n": DELETE_BATCH}).scalar_one() or []
+    for statement in DELETE_SQL:  # an empty batch deletes nothing and ends the loop
+        conn.execute(statement, {"ids": ids})
+    return len(ids)
