@@ -23,7 +23,7 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check reference_impl tests load
+	$(BIN)/ruff check reference_impl d2kit tests load
 
 up: $(STAMP)
 	$(BIN)/d2kit up --schedulers 3 --workers 4

@@ -1,6 +1,6 @@
 """What both Locust scenarios share: the tenants' API keys and the hard cap on requests.
 
-Configured by ``d2kit load run`` (reference_impl/bench/loadtest.py) through the environment:
+Configured by ``d2kit load run`` (d2kit/bench/loadtest.py) through the environment:
   D2_LOAD_KEYS          path of a JSON list of tenant API keys (created for the run)
   D2_LOAD_MAX_REQUESTS  stop the whole run after this many requests, whatever --run-time says
   D2_LOAD_CRON_JOBS     cron scenario: how many per-second schedules to create (833 -> 833 fires/s)

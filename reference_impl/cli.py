@@ -1,4 +1,8 @@
-"""``d2kit``: the one console script. Each command group lives with the component it drives."""
+"""The scheduler's own commands: database, tenants, jobs, status, the processes, a local cluster, the API.
+
+``d2kit.cli`` puts them at the top of the ``d2kit`` console script next to the kit's tools; run alone
+(``python -m reference_impl.cli``) they are all a scheduler or worker process needs.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,10 @@ import typer
 from rich.console import Console
 
 from reference_impl import cleaner, db
+from reference_impl.api.cli import register as register_api
 
 app = typer.Typer(
-    help="D2 Kit: design a fault-tolerant distributed job scheduler -- reference implementation, "
-    "failure drills, load tests, rubric and practice timer.",
+    help="The reference scheduler: database, tenants, jobs, status, scheduler and worker processes, the API.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
@@ -19,6 +23,7 @@ console = Console()
 
 db_app = typer.Typer(help="The PostgreSQL in use (DATABASE_URL, or the embedded server).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+register_api(app)
 
 
 @db_app.command("url")
@@ -235,27 +240,6 @@ def up(
 
     engine = _engine()
     run_cluster_live(engine, db.database_url(), schedulers, workers, long_workers, lease, api)
-
-
-# -- command groups owned by other components --------------------------------------------------------
-from reference_impl.api.cli import register as register_api  # noqa: E402
-from reference_impl.bench.cli import bench_app, load_app  # noqa: E402
-from reference_impl.diagrams import app as diagram_app  # noqa: E402
-from reference_impl.scoring.cli import register as register_scoring  # noqa: E402
-
-register_api(app)
-app.add_typer(diagram_app, name="diagram")
-register_scoring(app)
-app.add_typer(load_app, name="load")
-app.add_typer(bench_app, name="bench")
-
-from reference_impl.drills.cli import app as drill_app  # noqa: E402
-
-app.add_typer(drill_app, name="drill")
-
-
-def main() -> None:  # pragma: no cover - console entry
-    app()
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ from helpers import scalar, wait_until
 from sqlalchemy import text
 from test_policies import claim, ready_backlog
 
+from d2kit.drills.postgres_limits import claim_cycle, claim_plan, heap_fetches
 from reference_impl import tenants
-from reference_impl.drills.postgres_limits import claim_cycle, claim_plan, heap_fetches
 
 STALE = text("UPDATE claim_bounds SET refreshed_at = now() - interval '1 hour'")
 

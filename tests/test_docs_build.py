@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from reference_impl import diagrams
+from d2kit.site import diagrams
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,7 +133,7 @@ def test_diagram_sources_are_what_draw_py_generates(monkeypatch):
     draw = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, draw)  # dataclasses look their module up while being created
     spec.loader.exec_module(draw)
-    from reference_impl import capacity
+    from d2kit import capacity
 
     scale = capacity.load_scale()
     cap = capacity.derive(scale)

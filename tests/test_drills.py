@@ -18,15 +18,15 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
+from d2kit.drills import DRILLS
+from d2kit.drills.proxy import TcpProxy
 from reference_impl import db
-from reference_impl.drills import DRILLS
-from reference_impl.drills.proxy import TcpProxy
 
 DRILL_TIMEOUT_SECONDS = 240
 
 
 def run_drill(*args: str) -> tuple[dict, int]:
-    completed = subprocess.run([sys.executable, "-m", "reference_impl.cli", "drill", "run", *args, "--json"],
+    completed = subprocess.run([sys.executable, "-m", "d2kit.cli", "drill", "run", *args, "--json"],
                                capture_output=True, text=True, timeout=DRILL_TIMEOUT_SECONDS)
     assert completed.stdout.strip(), f"no JSON on stdout; stderr:\n{completed.stderr[-3000:]}"
     return json.loads(completed.stdout), completed.returncode

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from reference_impl import design_doc
-from reference_impl.bench import check, history, loadtest, results, scenarios
-from reference_impl.bench.harness import ClusterShape, quiet
+from d2kit.bench import check, history, loadtest, results, scenarios
+from d2kit.bench.harness import ClusterShape, quiet
+from d2kit.site import design_doc
 
 pytestmark = pytest.mark.slow
 SHAPE = ClusterShape(workers=1, concurrency=16)
@@ -59,12 +59,7 @@ def test_retention_deletes_and_drops_the_same_day():
     assert kept["delete_row_by_row"]["wal_bytes"] > 0
 
 
-@pytest.fixture
-def api_available():
-    pytest.importorskip("reference_impl.api.app", reason="the HTTP API (reference_impl/api) is not in this tree")
-
-
-def test_locust_api_scenario(api_available):
+def test_locust_api_scenario():
     run = loadtest.scenario("api", "locustfile.py", seconds=10, users=4, max_requests=2_000, save=False,
                             progress=quiet)
     assert run["requests_by_name"].get("POST /v1/jobs", 0) > 0
@@ -74,7 +69,7 @@ def test_locust_api_scenario(api_available):
     assert run["lost_occurrences"] == 0
 
 
-def test_locust_cron_scenario(api_available):
+def test_locust_cron_scenario():
     run = loadtest.scenario("cron", "cron_scenario.py", seconds=10, users=4, max_requests=2_000, save=False,
                             progress=quiet, cron_jobs=40)
     assert run["cron_jobs"] == 40

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from reference_impl.scoring.prose import words
-from reference_impl.scoring.rubric import RUBRIC_DIR
-from reference_impl.scoring.scorer import score_file
+from d2kit.scoring.prose import words
+from d2kit.scoring.rubric import RUBRIC_DIR
+from d2kit.scoring.scorer import score_file
 
 CALIBRATION = RUBRIC_DIR / "calibration"
 BANDS = yaml.safe_load((CALIBRATION / "bands.yaml").read_text(encoding="utf-8"))

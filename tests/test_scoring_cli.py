@@ -9,8 +9,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from reference_impl.scoring.cli import register
-from reference_impl.scoring.rubric import RUBRIC_DIR
+from d2kit.scoring.cli import register
+from d2kit.scoring.rubric import RUBRIC_DIR
 
 STRONG = RUBRIC_DIR / "calibration" / "strong.md"
 runner = CliRunner()
@@ -30,7 +30,7 @@ def _history(tmp_path: Path) -> list[dict]:
 
 
 def test_main_app_has_the_rubric_commands():
-    from reference_impl.cli import app as main_app
+    from d2kit.cli import app as main_app
 
     for command in ("score", "practice", "history"):
         result = runner.invoke(main_app, [command, "--help"])

@@ -8,14 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reference_impl.scoring.arithmetic import calculations, find_calculation
-from reference_impl.scoring.document import parse, split_items
-from reference_impl.scoring.failures import failure_items
-from reference_impl.scoring.practice import render_attempt_template
-from reference_impl.scoring.prose import is_name_drop, is_prose
-from reference_impl.scoring.rubric import load_design_rubric
-from reference_impl.scoring.scorer import score_text
-from reference_impl.scoring.tradeoffs import rejections
+from d2kit.scoring.arithmetic import calculations, find_calculation
+from d2kit.scoring.document import parse, split_items
+from d2kit.scoring.failures import failure_items
+from d2kit.scoring.practice import render_attempt_template
+from d2kit.scoring.prose import is_name_drop, is_prose
+from d2kit.scoring.rubric import load_design_rubric
+from d2kit.scoring.scorer import score_text
+from d2kit.scoring.tradeoffs import rejections
 
 
 def _check(text: str, check_id: str) -> float:

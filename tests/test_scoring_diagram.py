@@ -6,7 +6,7 @@ import struct
 import zlib
 from pathlib import Path
 
-from reference_impl.scoring.diagram import NOT_JUDGED, check_diagram
+from d2kit.scoring.diagram import NOT_JUDGED, check_diagram
 
 
 def _png(width: int, height: int, payload: bytes = b"") -> bytes:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from reference_impl.scoring.practice import PracticeSession, run_timer, timeline
-from reference_impl.scoring.rubric import load_design_rubric, load_process_rubric
+from d2kit.scoring.practice import PracticeSession, run_timer, timeline
+from d2kit.scoring.rubric import load_design_rubric, load_process_rubric
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 FOLLOW_UP_TEXT = "A worker picks up a job"
@@ -126,7 +126,7 @@ def test_practice_in_a_terminal_reveals_at_the_end_and_scores(tmp_path: Path):
     home = tmp_path / "home"
     env = {**os.environ, "D2KIT_HOME": str(home), "D2KIT_PRACTICE_SPEED": "240", "COLUMNS": "120", "LINES": "40",
            "TERM": "xterm-256color"}
-    output = _run_under_pty([sys.executable, "-m", "reference_impl.cli", "practice", "--minutes", "1",
+    output = _run_under_pty([sys.executable, "-m", "d2kit.cli", "practice", "--minutes", "1",
                              "--dir", str(tmp_path / "round")], env)
     time_up = output.index("TIME IS UP")
     assert FOLLOW_UP_TEXT not in output[:time_up]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reference_impl.scoring.rubric import load_design_rubric, load_process_rubric, render_rubric_markdown
-from reference_impl.scoring.scorer import DETECTORS
+from d2kit.scoring.rubric import load_design_rubric, load_process_rubric, render_rubric_markdown
+from d2kit.scoring.scorer import DETECTORS
 
 
 def test_five_criteria_carry_100_points_in_descending_weight():

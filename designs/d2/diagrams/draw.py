@@ -14,7 +14,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from reference_impl import capacity
+from d2kit import capacity
 
 OUT = Path(__file__).resolve().parent
 

@@ -1,0 +1,246 @@
+"""``d2kit load`` (Locust against the HTTP API; the stated-vs-measured check) and ``d2kit bench`` (benchmarks)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+console = Console()
+load_app = typer.Typer(help="Load tests: Locust drives the real HTTP API while a cluster runs; check stated vs "
+                            "measured.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks on this machine: sustained peak, maximum rate, drain, batch curve, held "
+                             "snapshot, table size, history and retention, and the peers (pgqueuer, "
+                             "procrastinate).", no_args_is_help=True)
+
+PARTS = ("sustained", "drain", "batch_curve", "max_rate", "held_snapshot", "scale", "history", "peers")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How long each part runs. ``full`` is what the goals are judged on; ``quick`` checks the pipeline."""
+    sustained_seconds: float
+    backlog: int
+    drain_rounds: int
+    curve_batches: tuple[int, ...]
+    curve_workers: tuple[int, ...]
+    curve_backlog: int
+    rates: tuple[float, ...]
+    step_seconds: float
+    hold_after_seconds: float
+    hold_seconds: float
+    hold_total_seconds: float
+    scale_small: int
+    scale_large: int
+    scale_history: int
+    scale_backlog: int
+    history_seconds: float
+    history_archive_after_seconds: float
+    history_rows: int
+    peer_rounds: int
+    peer_lag_seconds: float
+    peer_saturate_seconds: float
+    peer_backlog: int
+
+
+FULL = Plan(sustained_seconds=300, backlog=50_000, drain_rounds=3, curve_batches=(1, 8, 32, 64),
+            curve_workers=(1, 2, 4), curve_backlog=10_000, rates=(1_000, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000),
+            step_seconds=20, hold_after_seconds=30, hold_seconds=300, hold_total_seconds=480, scale_small=10_000,
+            scale_large=10_000_000, scale_history=1_000_000, scale_backlog=20_000, history_seconds=300,
+            history_archive_after_seconds=10, history_rows=1_000_000, peer_rounds=3,
+            peer_lag_seconds=30, peer_saturate_seconds=20, peer_backlog=20_000)
+QUICK = Plan(sustained_seconds=15, backlog=5_000, drain_rounds=1, curve_batches=(1, 64), curve_workers=(1, 2),
+             curve_backlog=2_000, rates=(833, 2_000), step_seconds=8, hold_after_seconds=5, hold_seconds=8,
+             hold_total_seconds=20, scale_small=1_000, scale_large=100_000, scale_history=10_000,
+             scale_backlog=2_000, history_seconds=15, history_archive_after_seconds=2, history_rows=20_000,
+             peer_rounds=1, peer_lag_seconds=8, peer_saturate_seconds=6, peer_backlog=2_000)
+
+
+@contextmanager
+def _progress() -> Iterator[Callable[[str], None]]:
+    # SIGTERM must unwind like Ctrl-C, so every rig stops its processes and drops its scratch database.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  transient=True) as bar:
+        task = bar.add_task("starting")
+        yield lambda message: bar.update(task, description=message)
+
+
+def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> Iterator[tuple[str, Any]]:
+    """Run the chosen parts in a fixed order, yielding (part, result) as each finishes (so each is saved even
+    if a later one fails)."""
+    from d2kit.bench import history, peers, scale, scenarios
+    from d2kit.bench.harness import ClusterShape
+
+    shape = ClusterShape()
+    if "sustained" in parts:
+        yield "sustained", scenarios.sustained(shape, 833, plan.sustained_seconds, with_series=True,
+                                               progress=progress)
+    if "drain" in parts:
+        yield "drain", scenarios.drain(shape, plan.backlog, progress=progress, rounds=plan.drain_rounds)
+    if "batch_curve" in parts:
+        curve = scenarios.batch_curve(shape, list(plan.curve_batches), list(plan.curve_workers), plan.curve_backlog,
+                                      progress=progress)
+        yield "batch_curve", curve
+        one = [p["executions_per_second"] for p in curve if p["workers"] == 1]
+        yield "per_worker_process_per_second", max(one) if one else None
+    if "max_rate" in parts:
+        yield "max_rate", scenarios.max_rate(shape, list(plan.rates), plan.step_seconds, progress=progress)
+    if "held_snapshot" in parts:
+        snapshot = scenarios.HeldSnapshot(after_seconds=plan.hold_after_seconds, hold_seconds=plan.hold_seconds)
+        yield "held_snapshot", scenarios.sustained(shape, 833, plan.hold_total_seconds, snapshot=snapshot,
+                                                   progress=progress)
+    if "scale" in parts:
+        yield "scale", scale.compare(shape, plan.scale_small, plan.scale_large, plan.scale_history,
+                                     plan.scale_backlog, progress=progress)
+    if "history" in parts:
+        yield "history", {
+            "at_peak": history.at_peak(shape, 833, plan.history_seconds, plan.history_archive_after_seconds,
+                                       progress=progress),
+            "retention": history.retention(plan.history_rows, shape.tenants, progress=progress)}
+    if "peers" in parts:
+        yield "peers", peers.compare(shape, plan.peer_rounds, plan.peer_lag_seconds, plan.peer_saturate_seconds,
+                                     plan.peer_backlog, progress=progress)
+
+
+def _record_bench(measured: dict[str, Any], quick: bool) -> dict[str, Any]:
+    """Merge the parts just measured into the bench section (each part keeps its own stamp)."""
+    from d2kit.bench import results
+
+    bench = dict(results.latest().get("bench") or {})
+    stamped = results.stamp({"mode": "quick" if quick else "full"})
+    for part, value in measured.items():
+        bench[part] = value
+        bench.setdefault("parts", {})[part] = {k: stamped[k] for k in ("measured_at", "command", "mode", "code")}
+    bench.update({k: stamped[k] for k in ("measured_at", "command", "code", "machine", "database")})
+    series = (measured.get("sustained") or {}).get("series")
+    results.write("bench", bench, series=series)
+    return bench
+
+
+@bench_app.command("run")
+def bench_run(
+    quick: bool = typer.Option(False, "--quick", help="Seconds per part instead of minutes: checks the pipeline, "
+                                                      "proves nothing about the goals (~4 minutes in all)."),
+    only: str = typer.Option(",".join(PARTS), help=f"Comma-separated parts to run: {', '.join(PARTS)}."),
+    save: bool = typer.Option(True, "--save/--no-save", help="Merge the results into load/results/latest.json."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+) -> None:
+    """Run the benchmarks (full: about 50 minutes on 2 cores; --quick: a few minutes) and record the results.
+
+    Every part starts a fresh scratch database and real scheduler/worker processes; numbers are read back from
+    the recorded history. Parts run one after another, never two at once, on the embedded PostgreSQL (or
+    DATABASE_URL)."""
+    parts = [p.strip() for p in only.split(",") if p.strip()]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        console.print(f"[red]error:[/] unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+        raise typer.Exit(2)
+    measured: dict[str, Any] = {}
+    with _progress() as progress:
+        for part, result in run_parts(parts, QUICK if quick else FULL, progress):
+            measured[part] = result
+            if save:
+                _record_bench({part: result}, quick)
+    if as_json:
+        print(json.dumps(measured, indent=2, default=str))
+    else:
+        _print_check()
+
+
+@bench_app.command("peers")
+def bench_peers(
+    quick: bool = typer.Option(False, "--quick", help="One short round instead of three (~3 minutes)."),
+    save: bool = typer.Option(True, "--save/--no-save", help="Merge into load/results/latest.json."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+) -> None:
+    """Ours vs pgqueuer vs procrastinate on the same PostgreSQL, alternating rounds, medians (creates .venv-bench/
+    with pip on first use)."""
+    with _progress() as progress:
+        measured = dict(run_parts(["peers"], QUICK if quick else FULL, progress))
+    if save:
+        _record_bench(measured, quick)
+    if as_json:
+        print(json.dumps(measured["peers"], indent=2, default=str))
+    else:
+        _print_peers(measured["peers"])
+
+
+def _print_peers(peers: dict[str, Any]) -> None:
+    table = Table(title=f"Medians of {peers['rounds']} alternating round(s) -- {peers['method']}")
+    for col in ("system", "sustained exec/s", "p99 lag ms at 833/s", "drain exec/s"):
+        table.add_column(col, justify="right")
+    for system, m in peers["medians"].items():
+        table.add_row(system, str(m["sustained"]), str(m["p99_lag_ms_at_833"]), str(m["drain"]))
+    console.print(table)
+    for peer, ratios in peers["ratio_ours_over_theirs"].items():
+        console.print(f"ours / {peer}: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
+
+
+@load_app.command("run")
+def load_run(
+    seconds: float = typer.Option(60, min=5, help="Length of each Locust scenario."),
+    users: int = typer.Option(20, min=1, help="Concurrent Locust users for the API scenario."),
+    max_requests: int = typer.Option(200_000, min=1, help="Hard cap on requests per scenario."),
+    save: bool = typer.Option(True, "--save/--no-save", help="Write load/results/latest.json and Locust's files."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Headless Locust on 127.0.0.1 against `d2kit api` while schedulers and workers run: the API scenario
+    (tenants submit one-shot jobs and read occurrences), then the cron scenario (recurring jobs adding up to
+    the design's 833 executions/s). Bounded in time and request count; writes CSV/HTML under load/results/."""
+    from d2kit.bench import loadtest, results
+
+    with _progress() as progress:
+        measured = loadtest.run(seconds=seconds, users=users, max_requests=max_requests, save=save,
+                                progress=progress)
+    if save:
+        results.write("load", results.stamp(measured), series=measured.pop("series", None))
+    if as_json:
+        print(json.dumps(measured, indent=2, default=str))
+    else:
+        _print_check()
+
+
+@load_app.command("check")
+def load_check(
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 if any row fails or was not measured."),
+) -> None:
+    """Every number the design states (designs/d2/scale.yaml) next to the latest measurement, with pass/fail."""
+    from d2kit.bench import check, results
+
+    table = check.rows(results.latest())
+    if as_json:
+        print(json.dumps(check.as_dicts(table), indent=2))
+    else:
+        _print_check(table)
+    if strict and any(r.verdict != "pass" for r in table):
+        raise typer.Exit(1)
+
+
+def _print_check(table=None) -> None:
+    from d2kit.bench import check, results
+
+    data = results.latest()
+    table = table if table is not None else check.rows(data)
+    view = Table(title="Stated vs measured (designs/d2/scale.yaml vs load/results/latest.json)")
+    for col in ("figure", "stated", "measured", "verdict"):
+        view.add_column(col, overflow="fold")
+    colour = {"pass": "green", "FAIL": "red"}
+    for row in table:
+        view.add_row(row.figure, row.stated, row.measured, f"[{colour.get(row.verdict, 'yellow')}]{row.verdict}[/]")
+    console.print(view)
+    for kind in ("bench", "load"):
+        section = data.get(kind) or {}
+        if section:
+            console.print(f"[dim]{kind}: measured {section.get('measured_at')} with `{section.get('command')}` on "
+                          f"{section.get('machine', {}).get('cores')} cores[/]")

@@ -1,0 +1,148 @@
+"""``d2kit drill``: list the drills, run one, or run them all with a verdict table (``make demo``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
+
+from d2kit import drills as registry
+
+app = typer.Typer(help="Failure drills: each follow-up as a real experiment (real PostgreSQL, processes, "
+                       "signals), judged by invariants on the recorded history.", no_args_is_help=True)
+console = Console()
+
+QUICK_HELP = "Scaled down further for CI and `make demo` (about half a minute per drill)."
+JSON_HELP = "Print one JSON object (the verdict) instead of tables; progress still goes to stderr."
+PUBLISH_HELP = "Also copy the report to docs/drills/reports/<name>/ for the docs site."
+
+
+def _known(name: str) -> str:
+    if name not in registry.DRILLS:
+        raise typer.BadParameter(f"unknown drill '{name}'; known: {', '.join(registry.DRILLS)}")
+    return name
+
+
+@app.command("list")
+def list_drills(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Every drill with the follow-up question it answers."""
+    rows = []
+    for name in registry.DRILLS:
+        module = registry.load(name)
+        rows.append({"drill": name, "follow_up": module.FOLLOW_UP, "question": registry.question(module),
+                     "negative_control": registry.negative_control(module)})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title="Failure drills (d2kit drill run NAME [--quick])")
+    for column in ("drill", "follow-up", "question", "negative control"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(row["drill"], str(row["follow_up"] or "beyond"), row["question"],
+                      "yes" if row["negative_control"] else "")
+    console.print(table)
+
+
+@app.command("run")
+def run(
+    name: str = typer.Argument(..., callback=_known, help="Drill name (see `d2kit drill list`)."),
+    quick: bool = typer.Option(False, "--quick", help=QUICK_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    publish: bool = typer.Option(False, "--publish", help=PUBLISH_HELP),
+    negative_control: bool = typer.Option(
+        False, "--negative-control",
+        help="Test-only: switch off the mechanism under test (e.g. fencing) to show the invariants CAN fail. "
+             "Such a run is expected to fail; its report goes to reports/drills/<name>-negative-control/."),
+) -> None:
+    """Run one drill; exit status 0 only when every invariant holds."""
+    from d2kit.drills.harness import run_drill
+
+    result = run_drill(name, quick=quick, negative_control=negative_control, publish=publish, live=not as_json)
+    if as_json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        _print_verdict(result)
+    raise typer.Exit(0 if result["passed"] else 1)
+
+
+@app.command("all")
+def run_all(
+    quick: bool = typer.Option(False, "--quick", help=QUICK_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object with every drill's verdict."),
+    publish: bool = typer.Option(False, "--publish", help=PUBLISH_HELP),
+) -> None:
+    """Run every drill in follow-up order and print a verdict table; exit 0 only when every invariant holds."""
+    from d2kit.drills.harness import run_drill
+
+    if not as_json:
+        console.print(f"[bold]D2 Kit failure drills[/] ({'quick' if quick else 'full'} mode): {len(registry.DRILLS)} "
+                      "drills, each its own cluster of real processes on real PostgreSQL, a real fault, and "
+                      "invariants checked on the recorded history. Full reports: reports/drills/<name>/.\n")
+    results = []
+    for name in registry.DRILLS:
+        result = run_drill(name, quick=quick, publish=publish, live=not as_json)
+        results.append(result)
+        if not as_json:
+            _print_summary(result)
+    passed = all(r["passed"] for r in results)
+    if as_json:
+        print(json.dumps({"passed": passed, "drills": results}, indent=2, default=str))
+    else:
+        console.print(_verdict_table(results))
+        console.print("[bold green]every invariant held[/]" if passed
+                      else "[bold red]some invariants did not hold: see the reports above[/]")
+    raise typer.Exit(0 if passed else 1)
+
+
+def _print_verdict(result: dict[str, Any]) -> None:
+    mark = "[bold green]PASSED[/]" if result["passed"] else "[bold red]FAILED[/]"
+    source = f"follow-up {result['follow_up']}" if result["follow_up"] else "beyond the follow-ups"
+    table = Table(title=f"{result['drill']} ({source}, {result['mode']}): {mark}",
+                  title_justify="left", show_lines=False)
+    table.add_column("", width=2)
+    table.add_column("invariant (from the database's history)", overflow="fold", ratio=3)
+    table.add_column("observed", overflow="fold", ratio=2)
+    for inv in result["invariants"]:
+        observed = json.dumps(inv["observed"], default=str)
+        table.add_row("[green]✓[/]" if inv["holds"] else "[red]✗[/]", inv["name"],
+                      observed if len(observed) < 240 else observed[:240] + " …")
+    console.print(table)
+    if result["scaled"]:
+        console.print("scaled: " + "; ".join(f"{k}: {v}" for k, v in result["scaled"].items()))
+    for note in result.get("notes", []):
+        console.print(Markdown(note))
+    console.print(f"report: {_shown(result['report'])}  ({result['duration_s']} s)\n")
+
+
+def _print_summary(result: dict[str, Any]) -> None:
+    """One line per drill in `drill all`; the invariants that failed, if any, spelled out."""
+    held = sum(i["holds"] for i in result["invariants"])
+    mark = "[green]✓ PASSED[/]" if result["passed"] else "[red]✗ FAILED[/]"
+    console.print(f"{mark} [bold]{result['drill']}[/]: {held}/{len(result['invariants'])} invariants held "
+                  f"({result['duration_s']} s) -- {_shown(result['report'])}")
+    for inv in result["invariants"]:
+        if not inv["holds"]:
+            console.print(f"    [red]✗[/] {inv['name']}: {json.dumps(inv['observed'], default=str)[:300]}")
+
+
+def _shown(path: str) -> str:
+    """A report path as short as it can be from here."""
+    return os.path.relpath(path) if path.startswith(os.getcwd()) else path
+
+
+def _verdict_table(results: list[dict[str, Any]]) -> Table:
+    table = Table(title="Verdicts")
+    for column in ("follow-up", "drill", "verdict", "invariants held", "time"):
+        table.add_column(column, no_wrap=True)
+    for r in results:
+        held = sum(i["holds"] for i in r["invariants"])
+        verdict = "[green]PASSED[/]" if r["passed"] else "[red]FAILED[/]"
+        table.add_row(str(r["follow_up"] or "beyond"), r["drill"], verdict, f"{held}/{len(r['invariants'])}",
+                      f"{r['duration_s']} s")
+    table.caption = "each drill's report.md, report.json and timeline.svg: reports/drills/<drill>/"
+    return table

@@ -1,0 +1,142 @@
+"""A worker picks up a job, starts running it, and then its network partitions from the scheduler for ten
+minutes. The job is still running. What does the scheduler do?
+
+The scheduler cannot tell a dead worker from a partitioned one, so it waits only for the attempt's lease,
+measured on the database's clock, to run out; then it declares the attempt lost and dispatches the job again
+with a higher fencing token. For a while two copies of the job really do run, which is why every write the
+job makes and its completion carry the token and are checked by the storage, refusing any token lower than
+one it has already seen. So the job runs at least once but takes effect once: the stale copy's late write and
+late completion are refused, and each refusal is recorded.
+
+How the drill does it: worker A reaches PostgreSQL only through a TCP proxy the drill controls. A claims a
+``ledger_write`` job whose first attempt stalls longer than the partition; the drill cuts A's proxy, the lease
+expires by the database clock, a scheduler replica reaps it, worker B (direct connection) runs the job again
+with a higher token and writes the ledger. The proxy heals; A's handler wakes up, writes late and completes
+late. Worker A's own watchdog does stop trusting its lease by its monotonic clock (``ctx.cancelled``), but
+``ledger_write`` ignores that on purpose -- it stands for a paused process that cannot know -- so what this
+drill proves is the storage-side fence.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import text
+
+from d2kit.drills import invariants
+from d2kit.drills.harness import Drill
+from d2kit.drills.proxy import TcpProxy
+from reference_impl import jobs, tenants
+
+FOLLOW_UP = 1
+NEGATIVE_CONTROL = ("the workers run with fencing disabled (D2KIT_UNSAFE_DISABLE_FENCING=1): the stale copy's "
+                    "late ledger write is accepted too, so the drill must report two accepted effects")
+
+
+def run(drill: Drill) -> None:
+    lease = 4.0 if drill.quick else 6.0
+    partition = 9.0 if drill.quick else 20.0
+    stall = partition + 4.0   # worker A's first attempt wakes up well after the network is back
+    retry_work = 1.0
+    drill.scale("partition", f"10 minutes scaled to {partition:g} s")
+    drill.scale("lease", f"30 s scaled to {lease:g} s (heartbeat every {lease / 3:.1f} s)")
+    drill.scale("job", f"first attempt stalls {stall:g} s, the retry works {retry_work:g} s")
+    env = {"D2KIT_UNSAFE_DISABLE_FENCING": "1"} if drill.negative_control else {}
+    if drill.negative_control:
+        drill.notes.append("**FENCING DISABLED in the workers (negative control).**")
+
+    with TcpProxy(drill.url) as proxy:
+        with drill.phase("worker A (through the proxy) claims a ledger_write job"):
+            drill.cluster.start_scheduler("scheduler-1")
+            drill.cluster.start_worker("worker-A", concurrency=1, lease=lease, url=proxy.url_for(drill.url), env=env)
+            with drill.engine.begin() as conn:
+                tenants.ensure_tenant(conn, "acme")
+                now = conn.execute(text("SELECT now()")).scalar_one()
+                job, _ = jobs.submit(conn, "acme", jobs.JobSpec(
+                    name="charge-invoice-42", handler="ledger_write", run_at=now, pool="short", max_attempts=3,
+                    retry_base_seconds=0, payload={"seconds": retry_work, "first_attempt_seconds": stall}))
+            first = drill.wait_for("worker A to claim the job", lambda: drill.rows(
+                "SELECT a.token, a.occurrence_id FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id"
+                " WHERE o.job_id = :j AND a.worker_id = 'worker-A'", j=job["id"]), timeout=30)[0]
+            token_a, occurrence = first.token, first.occurrence_id
+            drill.focus = [occurrence]
+            drill.wait_for("worker A's first heartbeat on the attempt (its lease is alive)", lambda: drill.scalar(
+                "SELECT heartbeat_at IS NOT NULL FROM attempts WHERE token = :t", t=token_a), timeout=lease)
+
+        with drill.phase("network cut: lease expires, worker B re-runs the job"):
+            with drill.fault("network cut: worker A ↮ PostgreSQL") as cut:
+                proxy.cut()
+                drill.cluster.start_worker("worker-B", concurrency=1, lease=lease, env=env)
+                drill.wait_for("the retry to succeed on worker B", lambda: drill.scalar(
+                    "SELECT state = 'succeeded' FROM occurrences WHERE id = :o", o=occurrence), timeout=partition + 20)
+                time.sleep(max(0.0, partition - (drill.now() - cut.start).total_seconds()))
+                proxy.heal()
+            healed_at = cut.end = drill.now()
+
+        with drill.phase("network healed: worker A's stale copy writes and completes late"):
+            drill.wait_for("worker A's late completion to reach PostgreSQL", lambda: drill.scalar(
+                "SELECT count(*) FROM fence_rejections WHERE token = :t AND path = 'complete'", t=token_a),
+                timeout=stall + 20)
+        drill.metrics["proxy"] = vars(proxy.stats)
+
+    with drill.engine.begin() as conn:
+        _check(drill, conn, occurrence, token_a, healed_at)
+
+
+def _check(drill: Drill, conn, occurrence: int, token_a: int, healed_at) -> None:
+    attempts = [dict(r) for r in conn.execute(text(
+        "SELECT token, worker_id, state, dispatched_at, lease_expires_at, heartbeat_at, finished_at FROM attempts"
+        " WHERE occurrence_id = :o ORDER BY token"), {"o": occurrence}).mappings()]
+    stale = next(a for a in attempts if a["token"] == token_a)
+    retries = [a for a in attempts if a["token"] != token_a]
+    winner = next((a for a in retries if a["state"] == "succeeded"), None)
+    effects = conn.execute(text(
+        "SELECT token, accepted, at FROM ledger_effects ORDER BY id")).mappings().all()
+    rejections = invariants.fence_rejections(conn)
+    stale_paths = sorted({r["path"] for r in rejections if r["token"] == token_a})
+    state = conn.execute(text("SELECT state FROM occurrences WHERE id = :o"), {"o": occurrence}).scalar_one()
+
+    drill.check("the partitioned attempt was declared lost by the database clock, after its lease expired",
+                stale["state"] == "lost" and stale["finished_at"] >= stale["lease_expires_at"],
+                {"token": token_a, "state": stale["state"], "lease_expired_at": str(stale["lease_expires_at"]),
+                 "declared_lost_at": str(stale["finished_at"]),
+                 "last_heartbeat": str(stale["heartbeat_at"])})
+    drill.check("the occurrence was re-dispatched with a higher fencing token, to another worker, after the expiry",
+                winner is not None and winner["token"] > token_a and winner["worker_id"] != stale["worker_id"]
+                and winner["dispatched_at"] > stale["lease_expires_at"],
+                {"stale_token": token_a, "retry_token": winner and winner["token"],
+                 "retry_worker": winner and winner["worker_id"]})
+    accepted = [e["token"] for e in effects if e["accepted"]]
+    drill.check("exactly one accepted ledger effect for the job's key", len(accepted) == 1,
+                {"accepted_tokens": accepted, "refused_tokens": [e["token"] for e in effects if not e["accepted"]],
+                 "ledger_now_holds_token": conn.execute(text("SELECT fence_token FROM ledger")).scalar()})
+    drill.check("the stale copy's late ledger write was refused (fence_rejections, path ledger_write)",
+                "ledger_write" in stale_paths, {"rejection_paths_for_stale_token": stale_paths})
+    drill.check("the stale copy's late completion was refused (fence_rejections, path complete)",
+                "complete" in stale_paths, {"rejections": [r for r in rejections if r["token"] == token_a]})
+    drill.check("the occurrence succeeded exactly once, by the higher token",
+                state == "succeeded" and [a["token"] for a in attempts if a["state"] == "succeeded"]
+                == [winner and winner["token"]], {"occurrence_state": state,
+                                                  "attempts": [(a["token"], a["worker_id"], a["state"])
+                                                               for a in attempts]})
+    stale_write = next((e for e in effects if e["token"] == token_a), None)
+    retry_write = next((e for e in effects if winner and e["token"] == winner["token"]), None)
+    drill.check("the fault was real: the stale write reached PostgreSQL after the heal and after the retry's write",
+                stale_write is not None and retry_write is not None and stale_write["at"] > healed_at
+                and stale_write["at"] > retry_write["at"],
+                {"stale_write_at": stale_write and str(stale_write["at"]), "healed_at": str(healed_at),
+                 "retry_write_at": retry_write and str(retry_write["at"])})
+    drill.add(invariants.attempts_accounted(conn))
+    drill.metrics.update({
+        "stale token / retry token": f"{token_a} / {winner and winner['token']}",
+        "lease expired after the cut (s)": round(
+            (stale["lease_expires_at"] - drill.faults[0].start).total_seconds(), 2),
+        "re-dispatched after the lease expired (s)": winner and round(
+            (winner["dispatched_at"] - stale["lease_expires_at"]).total_seconds(), 2),
+    })
+    drill.notes.append(
+        "What the fence does not do: it refuses a write only when a *higher* token has already written that key. "
+        "Had the stale copy written before the retry did, its write would have been accepted and then overwritten. "
+        "That is why the handler should also stop when `ctx.cancelled` is set (worker A's watchdog set it once its "
+        "lease could no longer be trusted by its own monotonic clock, as its log shows) and why an effect "
+        "should be keyed by the occurrence's idempotency key, as this ledger is.")

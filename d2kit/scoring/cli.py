@@ -1,0 +1,146 @@
+"""``d2kit score``, ``d2kit practice`` and ``d2kit history``: the rubric's commands, added to the main app."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.prompt import FloatPrompt
+from rich.table import Table
+
+from d2kit.scoring import history as history_store
+from d2kit.scoring.practice import DIAGRAM_NAME, PracticeSession, clock_for
+from d2kit.scoring.report import render_json, render_markdown, render_rich
+from d2kit.scoring.rubric import load_design_rubric
+from d2kit.scoring.scorer import ScoreReport, score_file
+from d2kit.scoring.selfscore import ask_self_scores, comparison_table
+
+ANSWER_KEY_HINT = ("Now, and only now, compare with the answer key (ANSWER-KEY.md → D2, the kit's reference "
+                   "design on the docs site).")
+
+
+def _diagram_for(attempt: Path, diagram: Path | None) -> Path | None:
+    """The explicit --diagram, else a PNG with the attempt's name next to it, if there is one."""
+    if diagram is not None:
+        return diagram
+    sibling = attempt.with_suffix(".png")
+    return sibling if sibling.exists() else None
+
+
+def _ask(console: Console):
+    def ask(prompt: str, maximum: float) -> float:
+        while True:
+            value = FloatPrompt.ask(prompt, console=console)
+            if 0 <= value <= maximum:
+                return value
+            console.print(f"[red]Between 0 and {maximum:g}, please.[/]")
+
+    return ask
+
+
+def _print_report(report: ScoreReport, console: Console, as_json: bool, as_md: bool) -> None:
+    if as_json:
+        print(render_json(report))
+    elif as_md:
+        print(render_markdown(report), end="")
+    else:
+        render_rich(report, console)
+
+
+def score(
+    attempt: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True, help="Your attempt-d2.md."),
+    diagram: Path | None = typer.Option(None, "--diagram", help="Your diagram PNG (default: the attempt's name "
+                                        "with .png, if it exists). Checked to be a real PNG; not judged."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_md: bool = typer.Option(False, "--md", help="Markdown output."),
+    self_score: bool = typer.Option(False, "--self", help="Score yourself against the rubric first, then compare "
+                                    "with the tool."),
+    record: bool = typer.Option(True, "--record/--no-record", help="Add this score to your history."),
+) -> None:
+    """Score a design attempt against the rubric (Part 2), with the evidence behind every point.
+
+    An automatic score is a first pass; the rubric is the authority.
+    """
+    if self_score and (as_json or as_md):
+        raise typer.BadParameter("--self is interactive; use it without --json or --md")
+    console = Console()
+    self_scores = ask_self_scores(load_design_rubric(), console, _ask(console)) if self_score else None
+    report = score_file(attempt, diagram=_diagram_for(attempt, diagram))
+    _print_report(report, console, as_json, as_md)
+    if self_scores is not None:
+        console.print(comparison_table(report, self_scores))
+        console.print(ANSWER_KEY_HINT)
+    if record:
+        history_store.record(report, text=attempt.read_text(encoding="utf-8"), mode="self" if self_score else "score",
+                             self_scores=self_scores)
+
+
+def practice(
+    minutes: float = typer.Option(45, "--minutes", min=0.05, help="Length of the round; phases scale with it."),
+    directory: Path = typer.Option(Path("."), "--dir", file_okay=False, help="Where attempt-d2.md is created."),
+    reveal: bool = typer.Option(False, "--reveal", help="Show the hidden follow-ups now instead of at the end."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing attempt-d2.md."),
+    speed: float = typer.Option(1.0, "--speed", min=1.0, hidden=True, envvar="D2KIT_PRACTICE_SPEED",
+                                help="Run the clock this many times faster (for tests)."),
+) -> None:
+    """A timed round: creates attempt-d2.md from the template, runs the time budget, reveals the
+    hidden follow-ups when time is up, then scores the attempt. Ctrl-C ends the round early."""
+    console = Console()
+    session = PracticeSession(directory, minutes, clock_for(speed), console)
+    try:
+        session.create_attempt(overwrite)
+    except FileExistsError as error:
+        raise typer.BadParameter(str(error)) from error
+    outcome = session.run(reveal_now=reveal)
+    diagram = directory / DIAGRAM_NAME
+    report = score_file(outcome.attempt, diagram=diagram)
+    render_rich(report, console)
+    history_store.record(report, text=outcome.attempt.read_text(encoding="utf-8"), mode="practice",
+                         duration_seconds=outcome.elapsed_seconds)
+    console.print(f"Recorded in {history_store.history_path()}. Next: [bold]d2kit score --self "
+                  f"{outcome.attempt}[/] to score yourself, then the answer key.")
+
+
+def history(
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    plot: Path | None = typer.Option(None, "--plot", dir_okay=False, help="Where to write the progress PNG "
+                                     "(default: progress.png next to the history file)."),
+) -> None:
+    """Every scored attempt with date, duration and per-criterion scores, and a PNG of progress."""
+    records = history_store.load()
+    if as_json:
+        print(json.dumps([asdict(r) for r in records], indent=2))
+        return
+    console = Console()
+    if not records:
+        console.print(f"No scored attempts yet in {history_store.history_path()}. Try [bold]d2kit practice[/].")
+        return
+    rubric = load_design_rubric()
+    table = Table(title=f"Scored attempts ({history_store.history_path()})", title_justify="left")
+    for column in ("#", "Date (UTC)", "Mode", "Duration", "Attempt"):
+        table.add_column(column)
+    for criterion in rubric.criteria:
+        table.add_column(f"{criterion.rank}. /{criterion.points:g}", justify="right")
+    table.add_column("Total", justify="right")
+    table.add_column("Self", justify="right")
+    for index, entry in enumerate(records, start=1):
+        duration = f"{entry.duration_seconds / 60:.1f} min" if entry.duration_seconds is not None else "—"
+        points = [f"{entry.criteria[c.id]['points']:g}" if c.id in entry.criteria else "—" for c in rubric.criteria]
+        table.add_row(str(index), entry.recorded_at.replace("T", " ")[:16], entry.mode, duration,
+                      os.path.basename(entry.attempt), *points, f"{entry.total:g}",
+                      f"{entry.self_total:g}" if entry.self_total is not None else "—")
+    console.print(table)
+    console.print("Columns 1-5: " + "; ".join(f"{c.rank}. {c.title}" for c in rubric.criteria))
+    written = history_store.plot(records, plot or history_store.home() / "progress.png")
+    console.print(f"Progress plot: {written}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the rubric's top-level commands to the main ``d2kit`` app."""
+    app.command("score")(score)
+    app.command("practice")(practice)
+    app.command("history")(history)

@@ -1,0 +1,224 @@
+"""The hard parts, the clarifications and the hidden follow-ups: did the document address each?
+
+Each detector looks for a mechanism, not a buzzword, and most need two things in the same
+paragraph or list item: a fencing token *and* the write path that checks it; a catch-up rule *and*
+the per-job policy that exposes it; a storage limit *and* a number. Found only in a bare list or
+a fragment, a part earns half (see evidence.credit).
+"""
+
+from __future__ import annotations
+
+from d2kit.scoring.arithmetic import quantities, stated_quantities
+from d2kit.scoring.document import Document, Unit
+from d2kit.scoring.evidence import (
+    LIST_CREDIT,
+    Evidence,
+    Finding,
+    both,
+    combine,
+    component,
+    credit,
+    pattern,
+)
+
+SEMANTICS = pattern(r"at[- ]least[- ]once", r"at[- ]most[- ]once", r"exactly[- ]once")
+DELIVERY_LIMIT = pattern(
+    r"exactly[- ]once.{0,120}\b(not (achievable|possible)|impossible|cannot|can'?t|requires?|needs?|only with|"
+    r"only if|cooperat|effectively)",
+    r"(idempoten|fencing|dedup).{0,120}\b(exactly[- ]once|duplicate|twice|more than once|retr(y|ies)|re-?run)",
+    r"at[- ]least[- ]once.{0,120}\bidempoten",
+    r"(exactly[- ]once|duplicate|twice|more than once).{0,120}\b(idempoten|fencing|dedup)",
+)
+
+LATENCY = pattern(r"\blate\b", r"latency", r"lateness", r"\bon time\b", r"start(s|ed)? within", r"fires? within",
+                  r"\bdelay", r"\bjitter", r"\btolerance", r"\bslo\b", r"\bp9\d\b.{0,30}\bstart")
+TIME_TARGET = pattern(r"\d\s?(ms|s|sec|seconds?|mins?|minutes?)\b")
+ORDERING = pattern(r"\bordering\b", r"\bordered\b", r"serializ", r"serialis", r"\bfifo\b", r"in order(?! to)",
+                   r"\bsequential", r"one at a time", r"\boverlap")
+TENANCY = pattern(r"multi-?tenan", r"noisy neighbo",
+                  r"tenants?\b.{0,80}\b(isolat|fair|caps?\b|quota|share|limit|trust)",
+                  r"(isolat|fair|caps?\b|quota|limit).{0,80}\btenants?\b", r"single (trusted )?(user|tenant)")
+
+LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout",
+                r"(worker|run|job|attempt)s?\b.{0,60}\btime ?outs?\b", r"\btime ?outs?\b.{0,60}\bworker")
+LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
+                   r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
+FENCING = pattern(r"\bfenc", r"\bepoch (number|token)", r"monotonic(ally)?( increasing)? (token|counter|version)",
+                  r"lease (version|generation)", r"generation (number|token)")
+FENCE_CHECK = pattern(r"\bcheck", r"\bverif", r"\breject", r"\bcompar", r"\bguard", r"\bconditional",
+                      r"where\b.{0,40}token", r"\bstale\b", r"\bolder\b", r"\bhigher\b", r"\brefus")
+WRITE_PATH = pattern(r"\bwrite", r"\bcommit", r"\bcomplet", r"\bstorage\b", r"\bsink\b", r"downstream",
+                     r"side[- ]effect", r"\bledger", r"the job'?s own", r"\boutput", r"\bupdate")
+
+FIRE_TIME = r"(fire|scheduled|schedule|run|due|trigger)[_ ]?(time|at|minute|timestamp)\b"
+DOUBLE_FIRE_MECHANISM = pattern(
+    # A uniqueness guarantee counts when it is on the fire time, not on any column pair.
+    rf"unique[^|]{{0,40}}{FIRE_TIME}", rf"{FIRE_TIME}[^|]{{0,40}}\bunique", rf"\(job(_id)?, ?{FIRE_TIME}",
+    r"on conflict", r"dedup(e|lication)? key", r"\bcas\b", r"compare[- ]and[- ]swap",
+    r"conditional (update|write|insert|put)", r"for update", r"skip locked", r"claim (row|the row)",
+    r"optimistic (lock|concurrency)", r"advisory lock", r"leader (election|lease)", r"elect\w*.{0,20}\bleader",
+    r"\bleader\b.{0,40}\belect", r"only the leader", r"\bpartition(ed)? ownership", r"consistent hash",
+    r"\bshard(ed)? ownership",
+)
+REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each) schedulers?", r"more than one scheduler",
+                   r"both (replicas|schedulers)", r"\bby both\b", r"\btwice\b", r"double[- ]?(fire|dispatch|run)",
+                   r"duplicate")
+WHY = pattern(r"because", r"\bso that\b", r"\bwhich means\b", r"rather than", r"instead of", r"\bif (a|the|one) "
+              r"(replica|leader|scheduler)", r"whichever", r"however (it|many)", r"no matter", r"failover",
+              r"\bwhy\b", r"failure profile", r"\bwithout\b")
+
+CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thundering herd",
+                   r"missed (run|fire|occurrence|tick|execution|job|time)", r"most recent (occurrence|run|fire)",
+                   r"after (an? )?(outage|downtime)", r"fire times? (that )?(have |has )?passed",
+                   r"(was|is|been) down for")
+PER_JOB_POLICY = pattern(r"per[- ]job", r"\bpolic(y|ies)\b", r"configurable", r"job'?s own", r"on the job",
+                         r"the (user|owner) (chooses|picks|decides|sets)")
+PACING = pattern(r"rate[- ]limit", r"\bpac(e|ed|ing)\b", r"admission", r"token bucket", r"\bspread", r"\bjitter",
+                 r"throttl", r"drain(s|ed)? at", r"per second", r"/s\b")
+
+TENANT_CAPS = pattern(r"(per[- ]tenant|tenant).{0,40}\b(cap|limit|quota|max)", r"concurrency (cap|limit)",
+                      r"\bquotas?\b", r"max_running")
+FAIR_QUEUING = pattern(r"fair[- ]?(queu|shar|schedul)", r"\bweighted\b", r"(shares?|claims?)\b.{0,30}\bby weight",
+                       r"round[- ]robin", r"\bdrr\b", r"deficit", r"fair(ly)? between tenants")
+DURATION_POOLS = pattern(r"(separate|dedicated|own) (worker )?pools?", r"pools? (by|for) (expected )?duration",
+                         r"long[- ]running (pool|queue|workers)", r"(short|long) pool", r"\bbulkhead",
+                         r"pools? of workers for")
+
+EXECUTION_RECORDS = pattern(r"execution (record|row|history|log|table)s?", r"attempts? (table|row|record)s?",
+                            r"run (record|history|table)s?", r"occurrence (row|record|table)s?", r"\baudit",
+                            r"executions table", r"row (for|per) (every |each )?(attempt|occurrence|run|execution)",
+                            r"(every|each) (attempt|run|execution|occurrence) (gets|has|is) (a|its own) (row|record)")
+DISPATCHED_VS_COMPLETED = pattern(
+    r"dispatch\w*.{0,60}\b(vs\.?|versus|is not|isn'?t|not the same|rather than|different from|≠).{0,30}complet",
+    r"complet\w*.{0,60}\b(vs\.?|versus|is not|isn'?t|not the same|different from).{0,30}dispatch",
+    r"dispatched.{0,40}\b(but|and) (not |never )?(completed|finished|succeeded)",
+    r"(terminal|final) state", r"succeeded\b.{0,80}\b(dead|failed|lost)", r"completion (record|ack)",
+)
+PROMISE = pattern(r"at[- ]least[- ]once (means|promises|guarantee)", r"(promise|guarantee)s? (the user|that)",
+                  r"idempoten")
+
+STORAGE = pattern(r"postgres", r"skip locked", r"\bdatabase\b", r"\bsql\b", r"\bstore\b", r"\bstorage\b")
+STORAGE_LIMIT = pattern(r"\bbreaks?\b", r"stops? (working|scaling)", r"\blimits?\b(?!\s*\d)", r"ceiling", r"saturat",
+                        r"tops? out", r"contention", r"vacuum", r"dead tuples", r"\bbloat", r"bottleneck",
+                        r"falls over",
+                        r"runs out", r"\bfirst to (go|break)", r"max(es)? out", r"at around", r"beyond")
+STORAGE_NEXT = pattern(r"partition", r"\bshard", r"\bbatch", r"move (to|the)", r"switch to", r"replace",
+                       r"split", r"separate (table|queue)", r"\bkafka\b", r"in-memory", r"timer wheel",
+                       r"delay queue", r"next step", r"then we")
+
+ONE_CLOCK = pattern(r"(database|\bdb|postgres|server)'?s? (own )?(clock|now\(\)|time)", r"single clock",
+                    r"one clock", r"monotonic", r"elapsed time", r"clock_timestamp",
+                    r"never compare(s|d)? (wall )?clocks",
+                    r"same clock")
+SKEW = pattern(r"clock skew", r"\bskew", r"\bntp\b", r"\bdrift", r"wall[- ]clock", r"clocks? (disagree|differ)")
+
+
+def _deep_dive_first(doc: Document) -> list[Unit]:
+    """All units, the deep dive and failure sections first: where a mechanism is explained, not just named."""
+    return doc.section_units(6) + doc.section_units(7) + [u for u in doc.content_units() if u.section not in (6, 7)]
+
+
+def clarifications(doc: Document) -> Finding:
+    units = doc.content_units()
+    scale_units = doc.section_units(1) + doc.section_units(2) or units
+    stated = stated_quantities([u for u in scale_units if u.kind != "heading"])
+    if len(stated) >= 2:
+        scale_credit = max(credit(u) for u, _ in stated)
+        scale = Finding(scale_credit, [Evidence.of(stated[0][0])], [])
+    elif stated:
+        scale = Finding(LIST_CREDIT, [Evidence.of(stated[0][0])], ["scale: only one number with a unit"])
+    else:
+        scale = Finding(0.0, missing=["scale: no numbers with units in sections 1-2"])
+    latency_question = "latency tolerance: is a job firing 30 s late a bug or a shrug?"
+    latency = component(units, LATENCY, latency_question, also=TIME_TARGET)
+    if not latency.evidence:
+        latency = component(units, LATENCY, latency_question)
+        if latency.evidence:
+            latency.fraction *= LIST_CREDIT
+            latency.missing.append("latency tolerance: no start-delay target with a number")
+    return combine([
+        (0.2, scale),
+        (0.2, component(units, SEMANTICS, "delivery semantics: at-least-once or at-most-once?")),
+        (0.2, latency),
+        (0.2, component(units, ORDERING, "ordering: do jobs of one tenant or one schedule need serialising?")),
+        (0.2, component(units, TENANCY, "multi-tenancy: isolation and fairness, or one trusted user?")),
+    ])
+
+
+def delivery_semantics(doc: Document) -> Finding:
+    units = doc.content_units()
+    return combine([
+        (0.5, component(units, SEMANTICS, "no delivery guarantee is chosen")),
+        (0.5, component(units, DELIVERY_LIMIT,
+                        "nothing says exactly-once execution needs the job's cooperation (idempotency, fencing)")),
+    ])
+
+
+def lease_fencing(doc: Document) -> Finding:
+    units = _deep_dive_first(doc)
+    return combine([
+        (3 / 8, component(units, LEASE, "no worker lease or heartbeat that expires", also=LIVENESS)),
+        (2 / 8, component(units, FENCING, "no fencing token per attempt")),
+        (3 / 8, component(units, FENCING, "the fencing token is not checked on the job's write path or on completion",
+                          also=both(FENCE_CHECK, WRITE_PATH))),
+    ])
+
+
+def replica_double_fire(doc: Document) -> Finding:
+    units = _deep_dive_first(doc)
+    return combine([
+        (0.6, component(units, DOUBLE_FIRE_MECHANISM,
+                        "no mechanism (unique (job, fire time), claim CAS, leader lease) stops a double fire")),
+        (0.2, component(units, DOUBLE_FIRE_MECHANISM, "the mechanism is not tied to several scheduler replicas",
+                        also=REPLICAS)),
+        (0.2, component(units, DOUBLE_FIRE_MECHANISM, "no reason or failure profile for the mechanism chosen",
+                        also=WHY)),
+    ])
+
+
+def catch_up(doc: Document) -> Finding:
+    units = _deep_dive_first(doc)
+    return combine([
+        (1 / 3, component(units, CATCH_UP, "nothing says what happens to fire times missed during downtime")),
+        (1 / 2, component(units, CATCH_UP, "catch-up is not exposed as a per-job policy", also=PER_JOB_POLICY)),
+        (1 / 6, component(units, CATCH_UP, "the catch-up is not paced (thundering herd)", also=PACING)),
+    ])
+
+
+def tenant_isolation(doc: Document) -> Finding:
+    units = doc.content_units()
+    return combine([
+        (1 / 3, component(units, TENANT_CAPS, "no per-tenant concurrency cap")),
+        (1 / 3, component(units, FAIR_QUEUING, "no fair queuing between tenants")),
+        (1 / 3, component(units, DURATION_POOLS, "no separate worker pools by expected duration")),
+    ])
+
+
+def proof_of_execution(doc: Document) -> Finding:
+    units = doc.content_units()
+    return combine([
+        (0.5, component(units, EXECUTION_RECORDS, "no execution record per attempt")),
+        (1 / 3, component(units, DISPATCHED_VS_COMPLETED, "dispatched is not distinguished from completed")),
+        (1 / 6, component(units, PROMISE, "nothing says what at-least-once promises the user")),
+    ])
+
+
+def storage_limits(doc: Document) -> Finding:
+    # Section 8 is where a limit belongs; look there first so its evidence is the one quoted.
+    units = doc.section_units(8) + [u for u in doc.content_units() if u.section != 8]
+    numbered = [u for u in units if any(q.has_unit and not q.is_multiplier for q in quantities(u.text))]
+    return combine([
+        (0.25, component(units, STORAGE, "no reason or limit given for the store", also=STORAGE_LIMIT)),
+        (0.5, component(numbered, STORAGE, "the store's breaking point is not estimated with a number",
+                        also=STORAGE_LIMIT)),
+        (0.25, component(units, STORAGE_LIMIT, "nothing says what replaces or relieves the store",
+                         also=both(STORAGE, STORAGE_NEXT))),
+    ])
+
+
+def clocks(doc: Document) -> Finding:
+    units = _deep_dive_first(doc)
+    return combine([
+        (0.75, component(units, ONE_CLOCK, "leases and due times are not decided by one clock")),
+        (0.25, component(units, SKEW, "clock skew between nodes is not acknowledged")),
+    ])

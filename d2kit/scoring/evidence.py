@@ -1,0 +1,99 @@
+"""What a detector returns: a fraction of a check's points, the quoted lines behind it, and what is missing."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from d2kit.scoring.document import Unit
+
+QUOTE_CHARS = 180
+# Evidence found only in a bare list, a fragment or a line of names earns at most this share.
+LIST_CREDIT = 0.5
+
+
+@dataclass(frozen=True)
+class Evidence:
+    line: int
+    text: str
+
+    @classmethod
+    def of(cls, unit: Unit, pattern: re.Pattern[str] | None = None) -> Evidence:
+        """The sentence of ``unit`` where ``pattern`` matches, at the line where it matches."""
+        offset = 0
+        for start, sentence in unit.statements() if pattern else []:
+            match = pattern.search(sentence)
+            if match:
+                offset = start + match.start()
+                break
+        return cls.quote(unit.line_at(offset).number, unit.sentence_at(offset))
+
+    @classmethod
+    def quote(cls, line: int, text: str) -> Evidence:
+        text = " ".join(text.split())
+        return cls(line, text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…")
+
+
+@dataclass
+class Finding:
+    fraction: float
+    evidence: list[Evidence] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+def credit(unit: Unit) -> float:
+    """Full weight for a sentence (or a table row that says something), less for a fragment."""
+    if unit.prose or (unit.is_table_body and unit.words >= 8):
+        return 1.0
+    return LIST_CREDIT
+
+
+def best_match(
+    units: list[Unit], pattern: re.Pattern[str], *, also: re.Pattern[str] | None = None
+) -> tuple[Unit, float] | None:
+    """The unit that matches ``pattern`` (and ``also``, if given) with the most credit, first wins ties."""
+    best: tuple[Unit, float] | None = None
+    for unit in units:
+        text = unit.statement_text
+        if unit.kind == "heading" or not pattern.search(text):
+            continue
+        if also is not None and not also.search(text):
+            continue
+        weight = credit(unit)
+        if best is None or weight > best[1]:
+            best = (unit, weight)
+            if weight == 1.0:
+                break
+    return best
+
+
+def component(
+    units: list[Unit], pattern: re.Pattern[str], missing: str, *, also: re.Pattern[str] | None = None
+) -> Finding:
+    """One part of a check: found (with its credit and evidence) or reported missing."""
+    match = best_match(units, pattern, also=also)
+    if match is None:
+        return Finding(0.0, missing=[missing])
+    unit, weight = match
+    shortfall = [] if weight == 1.0 else [f"{missing.split(':')[0]}: only as a fragment (line {unit.first_line})"]
+    return Finding(weight, [Evidence.of(unit, pattern)], shortfall)
+
+
+def combine(parts: list[tuple[float, Finding]]) -> Finding:
+    """Weighted sum of components; weights add up to 1."""
+    result = Finding(0.0)
+    for share, part in parts:
+        result.fraction += share * part.fraction
+        result.evidence += [e for e in part.evidence if e not in result.evidence]
+        result.missing += part.missing
+    result.fraction = round(min(1.0, result.fraction), 4)
+    return result
+
+
+def pattern(*alternatives: str) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{a})" for a in alternatives), re.I)
+
+
+def both(first: re.Pattern[str], second: re.Pattern[str]) -> re.Pattern[str]:
+    """Matches text in which both patterns match, anywhere and in either order."""
+    return re.compile(rf"\A(?=[\s\S]*?(?:{first.pattern}))(?=[\s\S]*?(?:{second.pattern}))", re.I)

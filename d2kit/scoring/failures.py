@@ -1,0 +1,163 @@
+"""Failure analysis, judged per failure: detection AND containment AND recovery, each in that failure's item.
+
+Legs are recognised either by a label with something after it ("Containment: the stale token is
+rejected by ...") or by what a sentence says it does ("the reaper notices the lease expired ...").
+The nouns themselves do not count on their own, so "Kubernetes handles detection, containment and
+recovery" earns nothing, and neither does "it retries".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from d2kit.scoring.document import Document, Item, Unit, is_question, sentences, split_items
+from d2kit.scoring.evidence import Evidence, Finding, pattern
+from d2kit.scoring.prose import word_count
+
+LEGS: dict[str, re.Pattern[str]] = {
+    "detection": pattern(
+        r"\bdetect(s|ed)?\b", r"\bnotic(e|es|ed)\b", r"heartbeats?\b.{0,40}\b(stop|miss|late|absent|lapse)",
+        r"\b(miss(es|ed)?|no) \w*\s?heartbeats?", r"\blease\b.{0,30}\bexpir", r"\bexpir(e|es|ed|y)\b",
+        r"\btime[sd]? ?out\b", r"\btimeouts?\b", r"\balerts?\b", r"\bmonitor", r"\bhealth[- ]?checks?\b",
+        r"\bprob(e|es|ed)\b", r"\bpages? (the )?on[- ]call", r"\bwatchdog", r"\bwe (know|see|find|learn)\b",
+        r"\b(reaper|sweeper|janitor)\b", r"\bmetrics?\b", r"\blag\b", r"\bfails? to (renew|acquire|connect|reach)",
+        r"\bconnection (drops|errors?|refused|lost)", r"\bsees?\b", r"\bfinds?\b", r"\bobserv", r"\bdashboard",
+        r"\bliveness\b", r"\bstops? (renewing|heartbeating|responding|answering)", r"\bunreachable\b",
+    ),
+    "containment": pattern(
+        r"\bcontain(s|ed)?\b", r"\bfenc", r"\bisolat", r"\bquarantin", r"\breject", r"\brefus", r"\bstale\b",
+        r"\bcannot\b", r"\bcan'?t\b", r"\bonly one\b", r"\bat most\b", r"\bcaps?\b", r"\bcapped\b", r"\blimit",
+        r"\bthrottl", r"\bpaus(e|es|ed)\b", r"\bstops? (claim|dispatch|accept|writ|materiali|taking)",
+        r"\bread[- ]only\b", r"\bcircuit", r"\bbulkhead", r"\bblast radius", r"\bself[- ]fenc",
+        r"\bkills? (itself|its own|the)\b", r"\babort", r"\bback[- ]?pressure", r"\bbounded\b", r"\bno (new|further)\b",
+        r"\bblock(s|ed)?\b", r"\bdrain", r"\bsuspend", r"\bshed", r"\bnever\b", r"\bguard", r"\bunique\b",
+        r"\bno[- ]op\b", r"\bloses? (its|the) (lease|claim)", r"\bgives? up\b", r"\bbuffer", r"\bignor(e|es|ed)\b",
+        r"\bdiscard",
+    ),
+    "recovery": pattern(
+        r"\brecover(s|ed)?\b", r"\bre-?dispatch", r"\bre-?queue", r"\bre-?schedul", r"\bretr(y|ies|ied)\b",
+        r"\bre-?run", r"\bresum", r"\breplay", r"\bfail ?over", r"\bfails over\b", r"\bpromot", r"\bcatch(es)?[- ]?up",
+        r"\brestart", r"\brebuil", r"\breconcil", r"\btakes? over\b", r"\bback to (ready|the queue)",
+        r"\breturns? (it |the \w+ )?to\b", r"\bre-?claim", r"\bre-?elect", r"\bbackfill", r"\bre-?materiali",
+        r"\brejoin", r"\bheal", r"\brestor", r"\bpick(s|ed)? (it |them )?up\b",
+        r"\b(goes|go|put|puts|moved?) (\w+ )?back\b", r"\bcontinues?\b", r"\breplac",
+        r"\bmoves? (it |the \w+ )?(back|on)\b", r"\bre-?sync", r"\bdrains? (the )?backlog",
+    ),
+}
+LABEL = re.compile(
+    r"(?:^|(?<=[\s.;(]))\W{0,3}(detect(?:ed|ion|s)?|contain(?:ed|ment|s)?|recover(?:ed|y|s)?)\b\W{0,3}[:—–-]\s*", re.I
+)
+MIN_LEG_WORDS = 4  # after a label: "Detection: yes" is not a leg
+MIN_SENTENCE_WORDS = 5
+
+# The failures the prompt names. Each is covered by an item whose title or text matches.
+FAILURE_CLASSES: dict[str, re.Pattern[str]] = {
+    "worker death": pattern(r"worker.{0,40}\b(crash|die|dies|died|dead|death|killed|oom|lost|fail)",
+                            r"\b(crash|death|loss) of a worker"),
+    "worker partition or pause": pattern(r"partition", r"split[- ]brain", r"zombie", r"\bgc\b", r"\bpaus",
+                                         r"stall", r"\bhung\b", r"slow worker", r"unreachable"),
+    "scheduler death": pattern(r"scheduler.{0,40}\b(crash|die|dies|died|dead|down|fail|restart|lost)",
+                               r"leader.{0,30}\b(loss|lost|dies|died|fail)", r"replica.{0,30}\b(dies|died|crash|fail)"),
+    "store failure": pattern(r"(database|\bdb\b|postgres|storage|primary|\bstore\b|queue|broker|kafka|redis)"
+                             r".{0,40}\b(fail|down|crash|outage|unavailable|dies|died|lost)", r"failover"),
+}
+
+# Items that need all three legs for full credit, and the share two-leg items can earn at most.
+ITEMS_FOR_FULL = 4
+TWO_LEG_SHARE = 1 / 12
+TWO_LEG_CAP = 1 / 3
+
+
+@dataclass
+class FailureItem:
+    title: str
+    first_line: int
+    legs: dict[str, Evidence] = field(default_factory=dict)
+    text: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return len(self.legs) == 3
+
+    def missing_legs(self) -> list[str]:
+        return [leg for leg in LEGS if leg not in self.legs]
+
+
+def _leg_of(label: str) -> str:
+    return {"d": "detection", "c": "containment", "r": "recovery"}[label[0].lower()]
+
+
+def _legs_in_unit(unit: Unit, found: dict[str, Evidence]) -> None:
+    if unit.is_table_body:
+        for header, cell in zip(unit.header, unit.cells, strict=False):
+            label = LABEL.match(header + ":")
+            if label and word_count(cell) >= 3:
+                found.setdefault(_leg_of(label.group(1)), Evidence.of(unit))
+        return
+    text = unit.text
+    labels = list(LABEL.finditer(text))
+    cuts = [0] + [m.start() for m in labels] + [len(text)]
+    for start, end in zip(cuts, cuts[1:], strict=False):
+        segment = text[start:end]
+        label = LABEL.match(segment)
+        if label:
+            if word_count(segment[label.end():]) >= MIN_LEG_WORDS:
+                found.setdefault(_leg_of(label.group(1)), Evidence.of(unit, re.compile(re.escape(label.group(1)))))
+            continue
+        for _, sentence in sentences(segment):
+            if word_count(sentence) < MIN_SENTENCE_WORDS or is_question(sentence):
+                continue
+            for leg, leg_pattern in LEGS.items():
+                if leg not in found and leg_pattern.search(sentence):
+                    found[leg] = Evidence.of(unit, leg_pattern)
+
+
+def _analyse(item: Item) -> FailureItem:
+    result = FailureItem(title=item.title, first_line=item.first_line, text=item.text)
+    for unit in item.units:
+        if unit.kind != "heading":
+            _legs_in_unit(unit, result.legs)
+    return result
+
+
+def failure_items(doc: Document) -> list[FailureItem]:
+    return [_analyse(item) for item in split_items(doc.sections.get(7))]
+
+
+def triads(doc: Document) -> Finding:
+    items = failure_items(doc)
+    if not items:
+        return Finding(0.0, missing=["Section 7 (failure and recovery) has no failures to analyse."])
+    complete = [i for i in items if i.complete]
+    two_legged = [i for i in items if len(i.legs) == 2]
+    fraction = min(ITEMS_FOR_FULL, len(complete)) / ITEMS_FOR_FULL
+    fraction += min(TWO_LEG_CAP, TWO_LEG_SHARE * len(two_legged))
+    def tag(item: FailureItem) -> str:
+        return item.title if item.complete else f"{item.title}, two legs of three"
+
+    evidence = [Evidence(ev.line, f"[{tag(i)}] {ev.text if LABEL.match(ev.text) else f'{leg}: {ev.text}'}")
+                for i in complete + two_legged for leg, ev in i.legs.items()]
+    missing = [f"'{i.title}' (line {i.first_line}) has no {' and no '.join(i.missing_legs())}"
+               for i in items if not i.complete]
+    if len(complete) < ITEMS_FOR_FULL:
+        missing.insert(0, f"{len(complete)} of the {ITEMS_FOR_FULL} failures needed have all three legs.")
+    return Finding(round(min(1.0, fraction), 4), evidence, missing)
+
+
+def coverage(doc: Document) -> Finding:
+    items = failure_items(doc)
+    result = Finding(0.0)
+    for name, class_pattern in FAILURE_CLASSES.items():
+        matching = [i for i in items if class_pattern.search(i.title + " " + i.text)]
+        best = max(matching, key=lambda i: len(i.legs), default=None)
+        if best is None or len(best.legs) < 2:
+            result.missing.append(f"{name}: not analysed with detection, containment and recovery")
+            continue
+        share = 1.0 if best.complete else 0.5
+        result.fraction += share / len(FAILURE_CLASSES)
+        result.evidence.append(Evidence(best.first_line, f"{name}: '{best.title}'"))
+        if share < 1:
+            result.missing.append(f"{name}: '{best.title}' has no {' and no '.join(best.missing_legs())}")
+    result.fraction = round(result.fraction, 4)
+    return result

@@ -1,0 +1,141 @@
+"""Score an attempt against Part 2 of the rubric: every point with the lines that earned it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from d2kit.scoring import altitude, arithmetic, concepts, failures, tradeoffs
+from d2kit.scoring.diagram import DiagramCheck, check_diagram
+from d2kit.scoring.document import Document, parse
+from d2kit.scoring.evidence import Evidence, Finding
+from d2kit.scoring.rubric import DesignRubric, load_design_rubric
+
+# One detector per rubric check id and per hidden follow-up id (tests hold the two lists equal).
+DETECTORS: dict[str, Callable[[Document], Finding]] = {
+    "clarifications": concepts.clarifications,
+    "delivery_semantics": concepts.delivery_semantics,
+    "failure_triads": failures.triads,
+    "failure_coverage": failures.coverage,
+    "calculations": arithmetic.derivations,
+    "dimensions": arithmetic.dimensions,
+    "assumptions": arithmetic.assumptions,
+    "rejections": tradeoffs.rejections,
+    "sections_present": altitude.sections_present,
+    "prose_not_names": altitude.prose_not_names,
+    "time_on_hard_parts": altitude.time_on_hard_parts,
+    "not_too_low": altitude.not_too_low,
+    "lease_fencing": concepts.lease_fencing,
+    "replica_double_fire": concepts.replica_double_fire,
+    "catch_up": concepts.catch_up,
+    "tenant_isolation": concepts.tenant_isolation,
+    "proof_of_execution": concepts.proof_of_execution,
+    "storage_limits": concepts.storage_limits,
+    "clocks": concepts.clocks,
+}
+
+
+@dataclass
+class CheckScore:
+    id: str
+    title: str
+    points: float
+    max_points: float
+    evidence: list[Evidence]
+    missing: list[str]
+    why: str
+    follow_up: int | None = None
+
+    @property
+    def level(self) -> str:
+        if self.points >= self.max_points:
+            return "full"
+        return "partial" if self.points > 0 else "none"
+
+
+@dataclass
+class CriterionScore:
+    id: str
+    rank: int
+    title: str
+    max_points: float
+    checks: list[CheckScore]
+
+    @property
+    def points(self) -> float:
+        return round(sum(c.points for c in self.checks), 1)
+
+
+@dataclass
+class ScoreReport:
+    attempt: str
+    criteria: list[CriterionScore]
+    notice: str
+    diagram: DiagramCheck | None = None
+    max_total: float = 100
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return round(sum(c.points for c in self.criteria), 1)
+
+    def follow_ups(self) -> list[CheckScore]:
+        return sorted((k for c in self.criteria for k in c.checks if k.follow_up), key=lambda k: k.follow_up or 0)
+
+    def to_dict(self) -> dict:
+        return {
+            "attempt": self.attempt,
+            "total": self.total,
+            "max_total": self.max_total,
+            "notice": self.notice,
+            "criteria": [
+                {"id": c.id, "rank": c.rank, "title": c.title, "points": c.points, "max_points": c.max_points,
+                 "checks": [_check_dict(k) for k in c.checks]}
+                for c in self.criteria
+            ],
+            "follow_ups": [
+                {"number": k.follow_up, "id": k.id, "topic": k.title, "pre_empted": k.level, "points": k.points,
+                 "max_points": k.max_points, "lines": [e.line for e in k.evidence if e.line]}
+                for k in self.follow_ups()
+            ],
+            "diagram": self.diagram.to_dict() if self.diagram else None,
+            **self.extra,
+        }
+
+
+def _check_dict(check: CheckScore) -> dict:
+    return {"id": check.id, "title": check.title, "points": check.points, "max_points": check.max_points,
+            "level": check.level, "follow_up": check.follow_up, "evidence": [asdict(e) for e in check.evidence],
+            "missing": check.missing, "why": check.why}
+
+
+def _score_check(doc: Document, check_id: str, title: str, max_points: float, why: str,
+                 follow_up: int | None = None) -> CheckScore:
+    finding = DETECTORS[check_id](doc)
+    points = round(finding.fraction * max_points, 1)
+    return CheckScore(check_id, title, points, max_points, finding.evidence,
+                      finding.missing if points < max_points else [], why, follow_up)
+
+
+def score_text(text: str, *, attempt: str = "<text>", diagram: Path | None = None,
+               rubric: DesignRubric | None = None) -> ScoreReport:
+    rubric = rubric or load_design_rubric()
+    doc = parse(text)
+    criteria = []
+    for criterion in rubric.criteria:
+        checks = [_score_check(doc, k.id, k.title, k.points, k.why) for k in criterion.checks]
+        checks += [_score_check(doc, f.id, f"Follow-up {f.number}: {f.topic}", f.points, f.probe, f.number)
+                   for f in rubric.follow_ups_for(criterion.id)]
+        criteria.append(CriterionScore(criterion.id, criterion.rank, criterion.title, criterion.points, checks))
+    return ScoreReport(
+        attempt=attempt,
+        criteria=criteria,
+        notice=" ".join(rubric.authority.split()),
+        diagram=check_diagram(diagram) if diagram else None,
+        max_total=rubric.total_points(),
+    )
+
+
+def score_file(path: Path, *, diagram: Path | None = None) -> ScoreReport:
+    return score_text(path.read_text(encoding="utf-8"), attempt=str(path), diagram=diagram)

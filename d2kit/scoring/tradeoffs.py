@@ -1,0 +1,46 @@
+"""Rejected alternatives, judged per item of section 9: the alternative AND the reason it lost.
+
+Every item of section 9 names an alternative by being there; it earns the points only with a reason
+("because", "would", "costs", "instead", ...) inside a sentence long enough to say what the cost is.
+An alternative without a reason is worth a little, and only up to a cap: a list of product names
+under the heading is the anti-pattern section 9 exists to expose.
+"""
+
+from __future__ import annotations
+
+from d2kit.scoring.document import Document, split_items
+from d2kit.scoring.evidence import Evidence, Finding
+from d2kit.scoring.prose import REASON, is_prose
+
+REJECTIONS_FOR_FULL = 3
+MIN_REJECTION_WORDS = 10
+NAMED_ONLY_SHARE = 1 / 15  # 1 point of 15 each
+NAMED_ONLY_CAP = 2 / 15
+
+
+def rejections(doc: Document) -> Finding:
+    section = doc.sections.get(9)
+    if section is None:
+        return Finding(0.0, missing=["No section 9: nothing was explicitly rejected."])
+    items = split_items(section)
+    if not items:
+        return Finding(0.0, missing=["Section 9 is empty."])
+    reasoned, named_only = [], []
+    missing = []
+    for item in items:
+        has_sentence = any(u.prose or (u.is_table_body and u.words >= MIN_REJECTION_WORDS) for u in item.units)
+        reason_unit = next((u for u in item.units if REASON.search(u.text)), None)
+        if reason_unit is not None and item.words >= MIN_REJECTION_WORDS and (has_sentence or is_prose(item.text)):
+            quote = Evidence.of(reason_unit, REASON)
+            shown = quote.text if quote.text.startswith(item.title) else f"[{item.title}] {quote.text}"
+            reasoned.append(Evidence(quote.line, shown))
+        else:
+            named_only.append(item)
+            why = "no reason given" if reason_unit is None else "the reason is a fragment, not a sentence"
+            missing.append(f"'{item.title}' (line {item.first_line}): {why}")
+    fraction = min(REJECTIONS_FOR_FULL, len(reasoned)) / REJECTIONS_FOR_FULL
+    fraction += min(NAMED_ONLY_CAP, NAMED_ONLY_SHARE * len(named_only))
+    if len(reasoned) < REJECTIONS_FOR_FULL:
+        missing.insert(0, f"{len(reasoned)} of the {REJECTIONS_FOR_FULL} reasoned rejections needed.")
+    named = [Evidence(item.first_line, f"[{item.title}] named, without a reason") for item in named_only]
+    return Finding(round(min(1.0, fraction), 4), reasoned + named, missing)
