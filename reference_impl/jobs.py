@@ -192,9 +192,49 @@ def delete(conn: Connection, job_id: int) -> None:
     conn.execute(text("SELECT d2_cancel_open(:id, 'job deleted')"), {"id": job_id})
 
 
-def trigger_now(conn: Connection, job_id: int) -> int:
-    """Run the job once now, outside its schedule; returns the new occurrence id."""
-    return conn.execute(text(
-        "INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, trigger, state, ready_at, max_attempts)"
-        " SELECT id, clock_timestamp(), tenant_id, pool, 'manual', 'ready', clock_timestamp(), max_attempts"
-        " FROM jobs WHERE id = :id RETURNING id"), {"id": job_id}).scalar_one()
+def trigger(conn: Connection, job_id: int) -> dict[str, Any]:
+    """Run the job once now, outside its schedule; its overlap policy decides the run like a scheduled one
+    (d2_trigger in operations.sql). Returns the manual occurrence: its id, state and reason."""
+    row = conn.execute(text("SELECT id, state, reason FROM d2_trigger(:id)"), {"id": job_id}).first()
+    if row is None:
+        raise JobDeleted(f"job {job_id} is deleted")
+    return {"job_id": job_id, "occurrence_id": row.id, "state": row.state, "reason": row.reason}
+
+
+class JobNotFound(LookupError):
+    """No such job for this tenant -- another tenant's id included: ids reveal nothing."""
+
+
+class JobDeleted(Exception):
+    """The job is deleted: it can be read, not changed."""
+
+
+def owned(conn: Connection, tenant_id: str | None, job_id: int, *, live: bool = False) -> dict[str, Any]:
+    """The job if ``tenant_id`` may see it (None: any tenant); ``live`` also refuses a deleted one.
+    The one lookup the API and the CLI make before acting on a job."""
+    job = get(conn, tenant_id, job_id=job_id)
+    if job is None:
+        raise JobNotFound(f"job {job_id} not found")
+    if live and job["deleted_at"] is not None:
+        raise JobDeleted(f"job {job_id} is deleted")
+    return job
+
+
+def list_jobs(conn: Connection, tenant_id: str | None, *, name: str | None = None, paused: bool | None = None,
+              deleted: bool = False, schedule_kind: str | None = None, limit: int = 50,
+              before: int | None = None) -> tuple[list[dict[str, Any]], int | None]:
+    """A tenant's jobs (None: every tenant's), newest first, filtered; ``before`` is the previous page's
+    ``next_before`` (a job id). Returns (jobs, next_before), next_before None on the last page."""
+    found = conn.execute(text(
+        f"SELECT {JOB_COLUMNS} FROM jobs"
+        " WHERE (CAST(:tenant AS text) IS NULL OR tenant_id = :tenant)"
+        " AND (CAST(:name AS text) IS NULL OR name = :name)"
+        " AND (CAST(:paused AS boolean) IS NULL OR paused = :paused)"
+        " AND (deleted_at IS NOT NULL) = :deleted"
+        " AND (CAST(:kind AS text) IS NULL OR schedule_kind = :kind)"
+        " AND (CAST(:before AS bigint) IS NULL OR id < :before)"
+        " ORDER BY id DESC LIMIT :limit"),
+        {"tenant": tenant_id, "name": name, "paused": paused, "deleted": deleted, "kind": schedule_kind,
+         "before": before, "limit": limit}).mappings().all()
+    page = [dict(row) for row in found]
+    return page, (page[-1]["id"] if len(page) == limit else None)

@@ -24,7 +24,7 @@ from reference_impl.api.app import create_app
 CRON_JOB = {"name": "report", "handler": "noop", "cron": "*/5 * * * *"}
 PER_JOB_CALLS = [("GET", ""), ("GET", "/occurrences"), ("POST", "/pause"), ("POST", "/resume"),
                  ("POST", "/trigger"), ("DELETE", "")]
-V1_CALLS = [("POST", "/v1/jobs"), *(((m, f"/v1/jobs/1{suffix}") for m, suffix in PER_JOB_CALLS))]
+V1_CALLS = [("POST", "/v1/jobs"), ("GET", "/v1/jobs"), *(((m, f"/v1/jobs/1{suffix}") for m, suffix in PER_JOB_CALLS))]
 
 
 def one(engine, sql: str, **params):
@@ -94,6 +94,37 @@ def test_another_tenants_job_is_a_404_like_a_missing_one(client, keys, engine, m
     assert (paused, deleted_at) == (False, None)
 
 
+
+def test_the_job_list_is_the_tenants_own_filtered_and_paged_newest_first(client, keys):
+    acme = as_tenant(keys["acme"])
+    ids = [create(client, keys["acme"], {**CRON_JOB, "name": f"r{i % 2}"}).json()["id"] for i in range(5)]
+    one_shot = create(client, keys["acme"], {"name": "once", "handler": "noop", "run_at": "2030-01-01T00:00:00Z"})
+    create(client, keys["other"], {**CRON_JOB, "name": "r0"})
+    client.post(f"/v1/jobs/{ids[1]}/pause", headers=acme)
+    client.delete(f"/v1/jobs/{ids[2]}", headers=acme)
+
+    def listed(**params) -> list[int]:
+        answer = client.get("/v1/jobs", params=params, headers=acme)
+        assert answer.status_code == 200, answer.text
+        return [job["id"] for job in answer.json()["jobs"]]
+
+    assert listed() == [one_shot.json()["id"], ids[4], ids[3], ids[1], ids[0]]  # no deleted, nothing of other's
+    assert listed(name="r0") == [ids[4], ids[0]]
+    assert listed(paused="true") == [ids[1]]
+    assert listed(deleted="true") == [ids[2]]
+    assert listed(schedule_kind="once") == [one_shot.json()["id"]]
+    assert listed(schedule_kind="cron", paused="false") == [ids[4], ids[3], ids[0]]
+    pages, before = [], None
+    while True:
+        page = client.get("/v1/jobs", params={"limit": 2, **({"before": before} if before else {})},
+                          headers=acme).json()
+        pages.append([job["id"] for job in page["jobs"]])
+        before = page["next_before"]
+        if before is None:
+            break
+    assert pages == [[one_shot.json()["id"], ids[4]], [ids[3], ids[1]], [ids[0]]]
+    assert client.get("/v1/jobs", headers=as_tenant(keys["other"])).json()["jobs"][0]["tenant_id"] == "other"
+
 def test_same_idempotency_key_for_two_tenants_is_two_jobs(client, keys):
     mine = create(client, keys["acme"], **{"Idempotency-Key": "k1"}).json()
     theirs = create(client, keys["other"], **{"Idempotency-Key": "k1"}).json()
@@ -158,7 +189,11 @@ def test_oversized_request_body_is_a_413_before_parsing(client, keys, engine):
 @pytest.mark.parametrize(("path", "field"), [("/v1/jobs/0", "path.job_id"), ("/v1/jobs/abc", "path.job_id"),
                                              (f"/v1/jobs/{2**63}", "path.job_id"),
                                              ("/v1/jobs/1/occurrences?limit=0", "query.limit"),
-                                             ("/v1/jobs/1/occurrences?before=2026-01-01T00:00:00", "query.before")])
+                                             ("/v1/jobs/1/occurrences?before=2026-01-01T00:00:00", "query.before"),
+                                             ("/v1/jobs?paused=maybe", "query.paused"),
+                                             ("/v1/jobs?schedule_kind=daily", "query.schedule_kind"),
+                                             ("/v1/jobs?name=a%00b", "query.name"),
+                                             ("/v1/jobs?before=0", "query.before")])
 def test_bad_ids_and_query_parameters_are_422_naming_them(client, keys, path, field):
     create(client, keys["acme"])
     response = client.get(path, headers=as_tenant(keys["acme"]))
@@ -201,6 +236,7 @@ def test_pause_resume_trigger_and_delete_change_the_database(client, keys, engin
 
     triggered = [client.post(f"/v1/jobs/{job_id}/trigger", headers=headers) for _ in range(2)]
     assert [t.status_code for t in triggered] == [202, 202]
+    assert [t.json()["state"] for t in triggered] == ["ready", "ready"]  # overlap 'allow': both run
     running_id, ready_id = (t.json()["occurrence_id"] for t in triggered)
     assert one(engine, "SELECT trigger, state FROM occurrences WHERE id = :id", id=ready_id) == ("manual", "ready")
     with engine.begin() as conn:  # a worker claims the first one (the real claim, not a fake row)
@@ -338,7 +374,7 @@ def test_health_is_ok_with_the_database_and_503_without_it(client, keys):
 def test_openapi_documents_every_call_with_its_errors(client):
     spec = client.get("/openapi.json").json()
     operations = {(method.upper(), path): op for path, item in spec["paths"].items() for method, op in item.items()}
-    assert set(operations) == {("POST", "/v1/jobs"), ("GET", "/v1/jobs/{job_id}"),
+    assert set(operations) == {("POST", "/v1/jobs"), ("GET", "/v1/jobs"), ("GET", "/v1/jobs/{job_id}"),
                                ("GET", "/v1/jobs/{job_id}/occurrences"), ("POST", "/v1/jobs/{job_id}/pause"),
                                ("POST", "/v1/jobs/{job_id}/resume"), ("DELETE", "/v1/jobs/{job_id}"),
                                ("POST", "/v1/jobs/{job_id}/trigger"), ("GET", "/healthz"), ("GET", "/metrics")}

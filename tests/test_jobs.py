@@ -105,7 +105,7 @@ def test_pause_resume_delete_and_trigger(engine, tenant):
         jobs.set_paused(conn, job["id"], True)
         assert jobs.get(conn, tenant, job_id=job["id"])["paused"] is True
         jobs.set_paused(conn, job["id"], False)
-        manual = jobs.trigger_now(conn, job["id"])
+        manual = jobs.trigger(conn, job["id"])["occurrence_id"]
         jobs.delete(conn, job["id"])
         state, reason = conn.execute(text("SELECT state, reason FROM occurrences WHERE id = :o"), {"o": manual}).one()
         deleted = jobs.get(conn, tenant, job_id=job["id"])

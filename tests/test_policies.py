@@ -150,6 +150,54 @@ def test_cancel_other_cancels_the_running_attempt_cooperatively(engine, database
     assert {r.state for r in cancelled} <= {"cancelled"}
 
 
+
+TRIGGERED_WHILE_ONE_RUNS = {  # (state, reason) of the 2nd and 3rd manual run while the 1st is running
+    "allow": [("ready", None), ("ready", None)],
+    "skip": [("skipped", "overlap:skip"), ("skipped", "overlap:skip")],
+    "buffer_one": [("waiting", None), ("skipped", "overlap:buffer_full")],
+    "buffer_all": [("waiting", None), ("waiting", None)],
+    "cancel_other": [("waiting", None), ("waiting", None)],
+}
+
+
+@pytest.mark.parametrize("policy", list(TRIGGERED_WHILE_ONE_RUNS))
+def test_a_manual_run_obeys_the_overlap_policy(engine, policy):
+    with engine.begin() as conn:
+        job = cron_job(conn, cron="0 0 1 1 *", overlap_policy=policy)
+        first = jobs.trigger(conn, job)
+    assert (first["state"], first["reason"]) == ("ready", None)
+    with engine.begin() as conn:
+        token = conn.execute(text("SELECT token FROM d2_claim('short', 'w1', 1, 30)")).scalar_one()
+    later = []
+    for _ in range(2):
+        with engine.begin() as conn:
+            later.append(jobs.trigger(conn, job))
+    assert [(t["state"], t["reason"]) for t in later] == TRIGGERED_WHILE_ONE_RUNS[policy]
+    stored = {r.id: (r.state, r.reason) for r in rows(engine, "SELECT id, state, reason FROM occurrences")}
+    expected = [(t["state"], t["reason"]) for t in later]
+    if policy == "cancel_other":  # the 3rd replaced the buffered 2nd, which is recorded cancelled
+        expected[0] = ("cancelled", "overlap:cancel_other")
+    assert [stored[t["occurrence_id"]] for t in later] == expected
+    cancel_asked = scalar(engine, "SELECT cancel_requested FROM attempts WHERE token = :t", t=token)
+    assert cancel_asked is (policy == "cancel_other")
+
+    with engine.begin() as conn:  # the running one finishes: a buffered run goes next, the oldest first
+        conn.execute(text("SELECT * FROM d2_complete(ARRAY[:t]::bigint[], ARRAY[true], ARRAY[NULL]::text[],"
+                          " ARRAY[now()])"), {"t": token})
+    waiting = [t["occurrence_id"] for t in later if t["state"] == "waiting"]
+    if waiting:
+        promoted = waiting[-1] if policy == "cancel_other" else waiting[0]
+        assert scalar(engine, "SELECT state FROM occurrences WHERE id = :o", o=promoted) == "ready"
+
+
+def test_a_manual_run_of_a_deleted_job_is_refused_and_writes_nothing(engine):
+    with engine.begin() as conn:
+        job = cron_job(conn)
+        jobs.delete(conn, job)
+    with engine.begin() as conn, pytest.raises(jobs.JobDeleted):
+        jobs.trigger(conn, job)
+    assert scalar(engine, "SELECT count(*) FROM occurrences") == 0
+
 def ready_backlog(conn, tenant: str, count: int, pool: str = "short", **spec) -> None:
     job = cron_job(conn, tenant, name=f"{tenant}-backlog", pool=pool, **spec)
     conn.execute(text(

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 
-from reference_impl.jobs import JobSpec, unstorable_values
+from reference_impl.jobs import JobDeleted, JobNotFound, JobSpec, unstorable_values
 from reference_impl.processes import describe_error
 
 
@@ -51,8 +51,18 @@ async def _database_unavailable(request: Request, error: Exception) -> JSONRespo
                         status_code=503, headers={"Retry-After": "5"})
 
 
+async def _not_found(request: Request, error: JobNotFound) -> JSONResponse:
+    return JSONResponse({"detail": str(error)}, status_code=404)
+
+
+async def _deleted(request: Request, error: JobDeleted) -> JSONResponse:
+    return JSONResponse({"detail": str(error)}, status_code=409)
+
+
 def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_failed)
+    app.add_exception_handler(JobNotFound, _not_found)
+    app.add_exception_handler(JobDeleted, _deleted)
     app.add_exception_handler(sa_exc.IntegrityError, _conflict)
     # OperationalError: connection refused/lost, query cancelled; TimeoutError: the pool is exhausted.
     app.add_exception_handler(sa_exc.OperationalError, _database_unavailable)

@@ -74,6 +74,15 @@ class OccurrencePage(BaseModel):
     next_before: datetime | None = Field(description="Pass as `before` for the next (older) page; null on the last.")
 
 
+class JobPage(BaseModel):
+    jobs: list[Job] = Field(description="Newest first.")
+    next_before: int | None = Field(description="Pass as `before` for the next (older) page; null on the last.")
+
+
 class Triggered(BaseModel):
     job_id: int
-    occurrence_id: int = Field(description="A manual occurrence, ready now; follow it under /occurrences.")
+    occurrence_id: int = Field(description="The manual occurrence; follow it under /occurrences.")
+    state: Literal["ready", "waiting", "skipped"] = Field(
+        description="ready: runs now; waiting: queued behind an unfinished run (overlap policy buffer_* or "
+                    "cancel_other); skipped: not run (overlap policy skip or a full buffer), see reason.")
+    reason: str | None = Field(description="Why it was skipped; null otherwise.")

@@ -6,9 +6,9 @@ an id that does not exist: ids reveal nothing. Writes go through jobs.py, the sa
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, Request, Response
+from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import AwareDatetime
 from sqlalchemy import text
@@ -17,7 +17,7 @@ from reference_impl import jobs, status
 from reference_impl.api import metrics
 from reference_impl.api.auth import Session
 from reference_impl.api.errors import field_error, reject_unstorable
-from reference_impl.api.models import Job, OccurrencePage, Problem, Triggered
+from reference_impl.api.models import Job, JobPage, OccurrencePage, Problem, Triggered
 
 UNAUTHORIZED = {401: {"model": Problem, "description": "No API key, or an unknown one."}}
 v1 = APIRouter(prefix="/v1", tags=["jobs"], responses=UNAUTHORIZED)
@@ -42,20 +42,6 @@ CREATE_EXAMPLES = {
 REPLAY_FIELDS = ("name", "handler", "payload", "run_at", "cron", "timezone", "dst_gap", "dst_overlap",
                  "misfire_policy", "catchup_window_seconds", "max_catchup", "overlap_policy", "max_attempts",
                  "retry_base_seconds")
-
-
-def _owned(session: Session, job_id: int) -> dict[str, Any]:
-    job = jobs.get(session.conn, session.tenant.id, job_id=job_id)
-    if job is None:
-        raise HTTPException(404, f"job {job_id} not found")
-    return job
-
-
-def _owned_live(session: Session, job_id: int) -> dict[str, Any]:
-    job = _owned(session, job_id)
-    if job["deleted_at"] is not None:
-        raise HTTPException(409, f"job {job_id} is deleted")
-    return job
 
 
 @v1.post("/jobs", status_code=201, response_model=Job, summary="Create a job (idempotent with a key)",
@@ -95,10 +81,28 @@ def create_job(
     return job
 
 
+@v1.get("/jobs", response_model=JobPage, summary="List jobs")
+def list_jobs(
+    session: Session,
+    name: Annotated[str | None, Query(min_length=1, max_length=200, pattern=r"^[^\x00]*$",
+                                      description="Only jobs with exactly this name.")] = None,
+    paused: Annotated[bool | None, Query(description="Only paused (true) or only unpaused (false) jobs.")] = None,
+    deleted: Annotated[bool, Query(description="Deleted jobs instead of live ones.")] = False,
+    schedule_kind: Annotated[Literal["once", "cron"] | None, Query(description="One-shot or recurring.")] = None,
+    limit: Annotated[int, Query(ge=1, le=200, description="Jobs per page.")] = 50,
+    before: Annotated[int | None, Query(ge=1, le=2**63 - 1, description="Only jobs older than this id "
+                                                                       "(from `next_before`).")] = None,
+) -> dict[str, Any]:
+    """This tenant's jobs, newest first (live ones unless `deleted=true`)."""
+    page, next_before = jobs.list_jobs(session.conn, session.tenant.id, name=name, paused=paused, deleted=deleted,
+                                       schedule_kind=schedule_kind, limit=limit, before=before)
+    return {"jobs": page, "next_before": next_before}
+
+
 @v1.get("/jobs/{job_id}", response_model=Job, summary="Get a job", responses=NOT_FOUND)
 def get_job(job_id: JobId, session: Session) -> dict[str, Any]:
     """The job as stored, including its materialiser cursor and next fire time."""
-    return _owned(session, job_id)
+    return jobs.owned(session.conn, session.tenant.id, job_id)
 
 
 @v1.get("/jobs/{job_id}/occurrences", response_model=OccurrencePage, summary="A job's occurrences and attempts",
@@ -112,7 +116,7 @@ def list_occurrences(
 ) -> dict[str, Any]:
     """"How do you know it ran?": every occurrence, newest first -- skipped ones with their reason -- each
     with every attempt: worker, fencing token, lease, times, outcome."""
-    _owned(session, job_id)
+    jobs.owned(session.conn, session.tenant.id, job_id)
     rows = status.executions(session.conn, job_id, limit, before)
     return {"job_id": job_id, "occurrences": rows, "next_before": rows[-1]["fire_at"] if len(rows) == limit else None}
 
@@ -121,34 +125,37 @@ def list_occurrences(
 def pause_job(job_id: JobId, session: Session) -> dict[str, Any]:
     """Stop materialising new occurrences. Fire times that pass while paused are misfires on resume:
     the job's misfire_policy decides what runs, and the rest are recorded as skipped."""
-    _owned_live(session, job_id)
+    jobs.owned(session.conn, session.tenant.id, job_id, live=True)
     jobs.set_paused(session.conn, job_id, True)
-    return _owned(session, job_id)
+    return jobs.owned(session.conn, session.tenant.id, job_id)
 
 
 @v1.post("/jobs/{job_id}/resume", response_model=Job, summary="Resume a job", responses={**NOT_FOUND, **DELETED})
 def resume_job(job_id: JobId, session: Session) -> dict[str, Any]:
     """Materialise again; missed fire times are handled by the job's misfire_policy."""
-    _owned_live(session, job_id)
+    jobs.owned(session.conn, session.tenant.id, job_id, live=True)
     jobs.set_paused(session.conn, job_id, False)
-    return _owned(session, job_id)
+    return jobs.owned(session.conn, session.tenant.id, job_id)
 
 
 @v1.delete("/jobs/{job_id}", response_model=Job, summary="Delete a job", responses=NOT_FOUND)
 def delete_job(job_id: JobId, session: Session) -> dict[str, Any]:
     """Nothing fires after this. Waiting and ready occurrences are cancelled; running attempts are asked
     to stop (cooperatively, at their next heartbeat). The history stays readable. Deleting twice is a no-op."""
-    if _owned(session, job_id)["deleted_at"] is None:
+    if jobs.owned(session.conn, session.tenant.id, job_id)["deleted_at"] is None:
         jobs.delete(session.conn, job_id)
-    return _owned(session, job_id)
+    return jobs.owned(session.conn, session.tenant.id, job_id)
 
 
 @v1.post("/jobs/{job_id}/trigger", status_code=202, response_model=Triggered, summary="Run a job once, now",
          responses={**NOT_FOUND, **DELETED})
 def trigger_job(job_id: JobId, session: Session) -> dict[str, Any]:
-    """A manual occurrence, ready at once, outside the schedule (also for a paused job: it is explicit)."""
-    _owned_live(session, job_id)
-    return {"job_id": job_id, "occurrence_id": jobs.trigger_now(session.conn, job_id)}
+    """A manual occurrence at this instant, outside the schedule (also for a paused job: it is explicit). The
+    job's overlap policy decides it like a scheduled fire time: while an earlier run is unfinished, `allow`
+    runs it alongside, `skip` records it skipped, `buffer_one`/`buffer_all` queue it (`waiting`),
+    `cancel_other` cancels the earlier run first. The answer's `state` and `reason` say which."""
+    jobs.owned(session.conn, session.tenant.id, job_id, live=True)
+    return jobs.trigger(session.conn, job_id)
 
 
 @ops.get("/healthz", summary="Liveness and database reachability",

@@ -2,7 +2,9 @@
 -- The Python around them (worker.py, materializer.py, reaper.py) only batches calls and moves
 -- results; the decisions are here, next to the schema in schema.sql.
 --
---   d2_materialise   scheduler replicas: turn due fire times into occurrence rows (+ overlap policy)
+--   d2_materialise   scheduler replicas: turn due fire times into occurrence rows
+--                    (d2_enqueue applies the overlap policy to one fire time)
+--   d2_trigger       API/CLI: a manual run now, decided by the job's overlap policy like a scheduled one
 --   d2_claim         workers: take ready occurrences, start attempts with a lease and a fencing token
 --                    (d2_refresh_claim_bounds keeps where its scans start: claim_bounds in schema.sql)
 --   d2_heartbeat     workers: extend leases (batched), report clock skew, learn of lost/cancelled attempts
@@ -51,15 +53,11 @@ CREATE OR REPLACE FUNCTION d2_materialise(
 LANGUAGE plpgsql AS $$
 DECLARE
     f record;
-    v_open integer;
-    v_waiting integer;
-    v_state text;
-    v_reason text;
     v_inserted integer := 0;
-    v_n integer;
 BEGIN
     -- Jobs that allow overlap need no per-row decision: one set-based INSERT (the common case, and the
-    -- materialiser's throughput: a row-at-a-time loop cost ~40 us a row). The rest go through the loop.
+    -- materialiser's throughput: a row-at-a-time loop cost ~40 us a row). The rest go one by one through
+    -- d2_enqueue, which applies the overlap policy.
     INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts, reason, finished_at)
     SELECT i.job_id, i.fire_at, j.tenant_id, j.pool, CASE WHEN i.reason IS NULL THEN 'ready' ELSE 'skipped' END,
            i.fire_at, j.max_attempts, i.reason, CASE WHEN i.reason IS NOT NULL THEN now() END
@@ -71,45 +69,14 @@ BEGIN
     GET DIAGNOSTICS v_inserted = ROW_COUNT;
 
     FOR f IN
-        SELECT i.job_id, i.fire_at, i.reason, j.tenant_id, j.pool, j.max_attempts, j.overlap_policy
+        SELECT i.job_id, i.fire_at, i.reason
         FROM unnest(p_job_ids, p_fire_ats, p_reasons) AS i (job_id, fire_at, reason)
         JOIN jobs j ON j.id = i.job_id
         WHERE j.overlap_policy <> 'allow'
         ORDER BY i.job_id, i.fire_at
     LOOP
-        v_state := 'ready';
-        v_reason := f.reason;
-        IF v_reason IS NOT NULL THEN
-            v_state := 'skipped';
-        ELSE
-            -- Overlap policy: what to do when the previous run of this job has not finished.
-            SELECT count(*) FILTER (WHERE state IN ('ready', 'running')), count(*) FILTER (WHERE state = 'waiting')
-              INTO v_open, v_waiting
-              FROM occurrences WHERE job_id = f.job_id AND finished_at IS NULL;
-            IF v_open + v_waiting > 0 THEN
-                CASE f.overlap_policy
-                    WHEN 'skip' THEN
-                        v_state := 'skipped'; v_reason := 'overlap:skip';
-                    WHEN 'buffer_one' THEN
-                        IF v_waiting > 0 THEN v_state := 'skipped'; v_reason := 'overlap:buffer_full';
-                        ELSE v_state := 'waiting'; END IF;
-                    WHEN 'buffer_all' THEN
-                        v_state := 'waiting';
-                    WHEN 'cancel_other' THEN
-                        PERFORM d2_cancel_open(f.job_id, 'overlap:cancel_other');
-                        v_state := 'waiting';   -- promoted when the cancelled run has finished
-                END CASE;
-            END IF;
-        END IF;
-
-        INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts, reason, finished_at)
-        VALUES (f.job_id, f.fire_at, f.tenant_id, f.pool, v_state, f.fire_at, f.max_attempts, v_reason,
-                CASE WHEN v_state = 'skipped' THEN now() END)
-        ON CONFLICT (job_id, fire_at) DO NOTHING;
-        GET DIAGNOSTICS v_n = ROW_COUNT;
-        v_inserted := v_inserted + v_n;
-        IF v_n > 0 AND f.overlap_policy = 'cancel_other' AND v_state = 'waiting' THEN
-            PERFORM d2_promote_waiting(ARRAY[f.job_id]);   -- nothing was running: start at once
+        IF (d2_enqueue(f.job_id, f.fire_at, f.reason, 'schedule')).id IS NOT NULL THEN
+            v_inserted := v_inserted + 1;
         END IF;
     END LOOP;
 
@@ -117,6 +84,84 @@ BEGIN
     FROM unnest(p_cursor_job_ids, p_materialized_through, p_next_fire_ats) AS c (job_id, through, next_fire_at)
     WHERE j.id = c.job_id;
     RETURN v_inserted;
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Enqueue one fire time of a job, deciding by its overlap policy what to do when an earlier occurrence
+-- has not finished (policies.py has the table). p_reason non-NULL: recorded skipped with that reason.
+-- The caller holds the job's row lock (the materialiser's FOR UPDATE, or d2_trigger's), so two decisions
+-- for one job never interleave. Returns the row as inserted -- all NULL when the fire time already had one.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_enqueue(p_job_id bigint, p_fire_at timestamptz, p_reason text, p_trigger text)
+RETURNS occurrences
+LANGUAGE plpgsql AS $$
+DECLARE
+    j record;
+    v_open integer;
+    v_waiting integer;
+    v_state text := 'ready';
+    v_reason text := p_reason;
+    v_row occurrences;
+BEGIN
+    SELECT tenant_id, pool, max_attempts, overlap_policy INTO j FROM jobs WHERE id = p_job_id;
+    IF v_reason IS NOT NULL THEN
+        v_state := 'skipped';
+    ELSIF j.overlap_policy <> 'allow' THEN
+        SELECT count(*) FILTER (WHERE state IN ('ready', 'running')), count(*) FILTER (WHERE state = 'waiting')
+          INTO v_open, v_waiting
+          FROM occurrences WHERE job_id = p_job_id AND finished_at IS NULL;
+        IF v_open + v_waiting > 0 THEN
+            CASE j.overlap_policy
+                WHEN 'skip' THEN
+                    v_state := 'skipped'; v_reason := 'overlap:skip';
+                WHEN 'buffer_one' THEN
+                    IF v_waiting > 0 THEN v_state := 'skipped'; v_reason := 'overlap:buffer_full';
+                    ELSE v_state := 'waiting'; END IF;
+                WHEN 'buffer_all' THEN
+                    v_state := 'waiting';
+                WHEN 'cancel_other' THEN
+                    PERFORM d2_cancel_open(p_job_id, 'overlap:cancel_other');
+                    v_state := 'waiting';   -- promoted when the cancelled run has finished
+            END CASE;
+        END IF;
+    END IF;
+
+    INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, trigger, state, ready_at, max_attempts, reason,
+                             finished_at)
+    VALUES (p_job_id, p_fire_at, j.tenant_id, j.pool, p_trigger, v_state, p_fire_at, j.max_attempts, v_reason,
+            CASE WHEN v_state = 'skipped' THEN now() END)
+    ON CONFLICT (job_id, fire_at) DO NOTHING
+    RETURNING * INTO v_row;
+    IF v_row.id IS NOT NULL AND j.overlap_policy = 'cancel_other' AND v_state = 'waiting' THEN
+        PERFORM d2_promote_waiting(ARRAY[p_job_id]);   -- nothing was running: start at once
+        SELECT * INTO v_row FROM occurrences WHERE id = v_row.id;
+    END IF;
+    RETURN v_row;
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Trigger: run a job once now, outside its schedule (also when paused: asking is explicit). The manual run is
+-- a fire time at this instant and the job's overlap policy decides it like any other, as Temporal's
+-- TriggerImmediately does unless the call overrides the policy: with an earlier run unfinished, 'allow' runs
+-- it alongside, 'skip' records it skipped (overlap:skip), 'buffer_one' queues it behind the running one (or
+-- records it overlap:buffer_full when one is queued already), 'buffer_all' queues it, 'cancel_other' cancels
+-- the unfinished run and starts once that has stopped. The answer says which: the occurrence as inserted.
+-- Returns no row for a job that does not exist or is deleted.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_trigger(p_job_id bigint) RETURNS SETOF occurrences
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_row occurrences;
+BEGIN
+    PERFORM 1 FROM jobs WHERE id = p_job_id AND deleted_at IS NULL FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    LOOP   -- again only if this instant is, to the microsecond, a fire time the job already has
+        v_row := d2_enqueue(p_job_id, clock_timestamp(), NULL, 'manual');
+        EXIT WHEN v_row.id IS NOT NULL;
+    END LOOP;
+    RETURN NEXT v_row;
 END $$;
 
 -- ---------------------------------------------------------------------------------------------
