@@ -93,13 +93,18 @@ def submit(
     cron: str = typer.Option(None, help="Recurring schedule, e.g. '0 9 * * *' (6 fields: seconds last)."),
     run_at: str = typer.Option(None, help="One-shot time, ISO 8601 with offset, or 'now'."),
     timezone: str = typer.Option("UTC", help="IANA time zone for the cron expression."),
+    dst_gap: str = typer.Option("shift", help="shift | skip: a local time the clocks jump over."),
+    dst_overlap: str = typer.Option("first", help="first | both: a local time that happens twice."),
     payload: str = typer.Option("{}", help="JSON object given to the handler."),
     tenant: str = typer.Option("default", help="Tenant to submit for (created if missing)."),
     misfire_policy: str = typer.Option("run_once", help="skip | run_once | run_all"),
+    catchup_window: int = typer.Option(86_400, help="Seconds: a missed fire time older than this never runs."),
+    max_catchup: int = typer.Option(100, help="run_all: at most this many missed fire times run."),
     overlap_policy: str = typer.Option("allow", help="allow | skip | buffer_one | buffer_all | cancel_other"),
     pool: str = typer.Option(None, help="short | long (default from --expected-duration)."),
     expected_duration: float = typer.Option(None, help="Expected run time in seconds (picks the pool)."),
     max_attempts: int = typer.Option(3, help="Attempts before an occurrence is dead."),
+    retry_base: float = typer.Option(1.0, help="Seconds: retry backoff base (exponential, full jitter)."),
     idempotency_key: str = typer.Option(None, help="Same key twice returns the same job."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -108,10 +113,11 @@ def submit(
 
     from reference_impl import jobs, tenants
 
-    fields = {"name": name, "handler": handler, "cron": cron, "timezone": timezone,
-              "misfire_policy": misfire_policy, "overlap_policy": overlap_policy, "pool": pool,
+    fields = {"name": name, "handler": handler, "cron": cron, "timezone": timezone, "dst_gap": dst_gap,
+              "dst_overlap": dst_overlap, "misfire_policy": misfire_policy, "catchup_window_seconds": catchup_window,
+              "max_catchup": max_catchup, "overlap_policy": overlap_policy, "pool": pool,
               "expected_duration_seconds": expected_duration, "max_attempts": max_attempts,
-              "idempotency_key": idempotency_key}
+              "retry_base_seconds": retry_base, "idempotency_key": idempotency_key}
     try:
         fields["payload"] = json.loads(payload)
     except json.JSONDecodeError as exc:
@@ -141,6 +147,104 @@ def submit(
 def _fail(message: str) -> None:
     console.print(f"[red]error:[/] {message}")
     raise typer.Exit(2)
+
+
+# -- managing jobs: the API's calls, through the same jobs.py -----------------------------------------
+jobs_app = typer.Typer(help="List, show, pause, resume, delete and trigger jobs (what the HTTP API does).",
+                       no_args_is_help=True)
+app.add_typer(jobs_app, name="jobs")
+JOB_ID = typer.Argument(..., min=1, help="Job id.")
+TENANT = typer.Option(None, help="Only this tenant's jobs, as its API key would see them (default: every tenant).")
+AS_JSON = typer.Option(False, "--json", help="Machine-readable output (the API's JSON).")
+
+
+@jobs_app.command("list")
+def jobs_list(
+    tenant: str = TENANT,
+    name: str = typer.Option(None, help="Only jobs with exactly this name."),
+    paused: bool = typer.Option(None, "--paused/--unpaused", help="Only paused, or only unpaused, jobs."),
+    deleted: bool = typer.Option(False, "--deleted", help="Deleted jobs instead of live ones."),
+    schedule_kind: str = typer.Option(None, "--kind", help="once | cron"),
+    limit: int = typer.Option(50, min=1, max=200, help="Jobs per page."),
+    before: int = typer.Option(None, min=1, help="Only jobs older than this id (the previous page's next_before)."),
+    as_json: bool = AS_JSON,
+) -> None:
+    """Jobs, newest first (GET /v1/jobs)."""
+    from reference_impl import jobs
+    from reference_impl.views import jobs_table
+
+    if schedule_kind not in (None, "once", "cron"):
+        _fail(f"--kind: '{schedule_kind}' is not one of once, cron")
+    with _engine().begin() as conn:
+        page, next_before = jobs.list_jobs(conn, tenant, name=name, paused=paused, deleted=deleted,
+                                           schedule_kind=schedule_kind, limit=limit, before=before)
+    if as_json:
+        _print_json({"jobs": page, "next_before": next_before})
+    else:
+        console.print(jobs_table(page, next_before))
+
+
+def _on_job(job_id: int, tenant: str | None, as_json: bool, change=None, *, live: bool = False) -> None:
+    """Look the job up as the API does (404 -> exit 2 with the same sentence), apply ``change`` in the same
+    transaction, and print what it returns -- the job as it is now, by default."""
+    from reference_impl import jobs
+    from reference_impl.views import job_table
+
+    with _engine().begin() as conn:
+        try:
+            jobs.owned(conn, tenant, job_id, live=live)
+            result = change(conn) if change else None
+            result = result or jobs.owned(conn, tenant, job_id)
+        except (jobs.JobNotFound, jobs.JobDeleted) as exc:
+            _fail(str(exc))
+    if as_json:
+        _print_json(result)
+    elif "occurrence_id" in result:
+        reason = f" ({result['reason']})" if result["reason"] else ""
+        console.print(f"job {job_id}: manual occurrence [bold]{result['occurrence_id']}[/] is "
+                      f"[bold]{result['state']}[/]{reason}")
+    else:
+        console.print(job_table(result))
+
+
+@jobs_app.command("show")
+def jobs_show(job_id: int = JOB_ID, tenant: str = TENANT, as_json: bool = AS_JSON) -> None:
+    """One job as stored, with its cursor and next fire time (GET /v1/jobs/ID); its runs: `executions ID`."""
+    _on_job(job_id, tenant, as_json)
+
+
+@jobs_app.command("pause")
+def jobs_pause(job_id: int = JOB_ID, tenant: str = TENANT, as_json: bool = AS_JSON) -> None:
+    """Stop materialising; fire times that pass meanwhile are misfires on resume (POST .../pause)."""
+    from reference_impl import jobs
+
+    _on_job(job_id, tenant, as_json, lambda conn: jobs.set_paused(conn, job_id, True), live=True)
+
+
+@jobs_app.command("resume")
+def jobs_resume(job_id: int = JOB_ID, tenant: str = TENANT, as_json: bool = AS_JSON) -> None:
+    """Materialise again; the misfire policy decides what the pause missed (POST .../resume)."""
+    from reference_impl import jobs
+
+    _on_job(job_id, tenant, as_json, lambda conn: jobs.set_paused(conn, job_id, False), live=True)
+
+
+@jobs_app.command("delete")
+def jobs_delete(job_id: int = JOB_ID, tenant: str = TENANT, as_json: bool = AS_JSON) -> None:
+    """Nothing fires after this; unfinished runs are cancelled, running ones cooperatively. Twice is a no-op
+    (DELETE /v1/jobs/ID)."""
+    from reference_impl import jobs
+
+    _on_job(job_id, tenant, as_json, lambda conn: jobs.delete(conn, job_id))
+
+
+@jobs_app.command("trigger")
+def jobs_trigger(job_id: int = JOB_ID, tenant: str = TENANT, as_json: bool = AS_JSON) -> None:
+    """Run the job once now; its overlap policy decides what happens while a run is unfinished
+    (POST .../trigger)."""
+    from reference_impl import jobs
+
+    _on_job(job_id, tenant, as_json, lambda conn: jobs.trigger(conn, job_id), live=True)
 
 
 # -- observing ----------------------------------------------------------------------------------------

@@ -187,9 +187,12 @@ def set_paused(conn: Connection, job_id: int, paused: bool) -> None:
 
 
 def delete(conn: Connection, job_id: int) -> None:
-    """Stop scheduling the job and cancel what is unfinished (running attempts cooperatively)."""
-    conn.execute(text("UPDATE jobs SET deleted_at = now(), next_fire_at = NULL WHERE id = :id"), {"id": job_id})
-    conn.execute(text("SELECT d2_cancel_open(:id, 'job deleted')"), {"id": job_id})
+    """Stop scheduling the job and cancel what is unfinished (running attempts cooperatively).
+    Deleting a deleted job changes nothing: it keeps its first deleted_at."""
+    deleted = conn.execute(text("UPDATE jobs SET deleted_at = now(), next_fire_at = NULL"
+                                " WHERE id = :id AND deleted_at IS NULL"), {"id": job_id}).rowcount
+    if deleted:
+        conn.execute(text("SELECT d2_cancel_open(:id, 'job deleted')"), {"id": job_id})
 
 
 def trigger(conn: Connection, job_id: int) -> dict[str, Any]:

@@ -42,6 +42,27 @@ def status_tables(summary: dict[str, Any]) -> list[Table]:
     return tables
 
 
+
+def jobs_table(jobs: list[dict[str, Any]], next_before: int | None) -> Table:
+    more = f" -- older: --before {next_before}" if next_before else ""
+    table = Table(title=f"Jobs, newest first{more}")
+    for col in ("id", "tenant", "name", "handler", "schedule", "pool", "overlap", "paused", "next fire"):
+        table.add_column(col)
+    for job in jobs:
+        schedule = f"{job['cron']} ({job['timezone']})" if job["cron"] else f"once at {job['run_at']}"
+        table.add_row(str(job["id"]), job["tenant_id"], job["name"], job["handler"], schedule, job["pool"],
+                      job["overlap_policy"], "yes" if job["paused"] else "", str(job["next_fire_at"] or ""))
+    return table
+
+
+def job_table(job: dict[str, Any]) -> Table:
+    table = Table(title=f"Job {job['id']}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for field, value in job.items():
+        table.add_row(field, "" if value is None else str(value))
+    return table
+
 def executions_table(job_id: int, rows: list[dict[str, Any]]) -> Table:
     table = Table(title=f"Job {job_id}: occurrences and attempts (newest first)")
     for col in ("occurrence", "fire at", "state", "reason", "token", "worker", "attempt state", "dispatched",

@@ -142,8 +142,8 @@ def resume_job(job_id: JobId, session: Session) -> dict[str, Any]:
 def delete_job(job_id: JobId, session: Session) -> dict[str, Any]:
     """Nothing fires after this. Waiting and ready occurrences are cancelled; running attempts are asked
     to stop (cooperatively, at their next heartbeat). The history stays readable. Deleting twice is a no-op."""
-    if jobs.owned(session.conn, session.tenant.id, job_id)["deleted_at"] is None:
-        jobs.delete(session.conn, job_id)
+    jobs.owned(session.conn, session.tenant.id, job_id)
+    jobs.delete(session.conn, job_id)
     return jobs.owned(session.conn, session.tenant.id, job_id)
 
 
