@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import json
+from functools import partial
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -21,9 +23,22 @@ app = typer.Typer(
 )
 console = Console()
 
-db_app = typer.Typer(help="The PostgreSQL in use (DATABASE_URL, or the embedded server).", no_args_is_help=True)
+db_app = typer.Typer(
+    help="The PostgreSQL in use: DATABASE_URL when set, else the embedded server, whose data directory is "
+         "D2KIT_PGDATA (default .pgdata/ in the project). start/stop/restart act on the embedded server only; "
+         "restart one of your own (--pgdata), not one that other processes share.",
+    no_args_is_help=True)
 app.add_typer(db_app, name="db")
 register_api(app)
+
+
+@db_app.callback()
+def db_options(pgdata: Path = typer.Option(None, envvar="D2KIT_PGDATA", file_okay=False,
+                                           help="The embedded server's data directory (default: .pgdata/).")) -> None:
+    import os
+
+    if pgdata is not None:  # every command -- and every process started from here -- then uses this directory
+        os.environ["D2KIT_PGDATA"] = str(pgdata)
 
 
 @db_app.command("url")
@@ -40,16 +55,80 @@ def db_init() -> None:
     console.print(f"schema applied to {db.redact(db.database_url())}")
 
 
-@db_app.command("stop")
-def db_stop(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """Stop the embedded PostgreSQL server (no-op with DATABASE_URL)."""
+def _embedded_state(as_json: bool, done: str) -> None:
     from reference_impl import embedded_pg
 
-    stopped = embedded_pg.stop()
+    state = embedded_pg.status()
     if as_json:
-        print(json.dumps({"stopped": stopped}))
+        _print_json({"done": done, **state})
     else:
-        console.print("embedded PostgreSQL stopped" if stopped else "embedded PostgreSQL was not running")
+        console.print(f"{done}: {state['version']}, data directory {state['data_directory']}, "
+                      f"{'running' if state['running'] else 'not running'}")
+
+
+@db_app.command("start")
+def db_start(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Start the embedded server (initialising its data directory on first use); a no-op if it runs."""
+    from reference_impl import embedded_pg
+
+    embedded_pg.ensure_running()
+    _embedded_state(as_json, "started")
+
+
+@db_app.command("stop")
+def db_stop(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Stop the embedded server (fast shutdown: open sessions are cut); a no-op if it is not running."""
+    from reference_impl import embedded_pg
+
+    _embedded_state(as_json, "stopped" if embedded_pg.stop() else "was not running")
+
+
+@db_app.command("restart")
+def db_restart(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Restart the embedded server in place (starts it if stopped). Clients see their sessions cut and
+    reconnect by themselves; a `d2kit up` cluster on it keeps running."""
+    from reference_impl import embedded_pg
+
+    if embedded_pg.status()["running"]:
+        embedded_pg.restart()
+    else:
+        embedded_pg.ensure_running()
+    _embedded_state(as_json, "restarted")
+
+
+@db_app.command("status")
+def db_status(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Which server is in use (DATABASE_URL or embedded), its version, data directory, and whether it runs.
+    Starts nothing."""
+    import os
+
+    from sqlalchemy import text
+
+    from reference_impl import embedded_pg
+    from reference_impl.processes import describe_error
+
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        state = {"server": "DATABASE_URL", "url": db.redact(url), "running": False, "version": None,
+                 "data_directory": None, "error": None}
+        engine = db.make_engine(url, pool_size=1)
+        try:
+            with engine.connect() as conn:
+                state["version"] = conn.execute(text("SELECT version()")).scalar_one()
+                state["running"] = True
+                state["data_directory"] = conn.execute(text(
+                    "SELECT setting FROM pg_settings WHERE name = 'data_directory'")).scalar()  # NULL unless allowed
+        except Exception as exc:  # unreachable is an answer here, not a failure
+            state["error"] = describe_error(exc)
+        finally:
+            engine.dispose()
+    else:
+        state = embedded_pg.status()
+    if as_json:
+        _print_json(state)
+        return
+    for key, value in state.items():
+        console.print(f"[bold]{key.replace('_', ' ')}:[/] {value}")
 
 
 def _print_json(value) -> None:
@@ -337,13 +416,56 @@ def up(
     workers: int = typer.Option(4, min=0, help="Workers for the 'short' pool."),
     long_workers: int = typer.Option(1, min=0, help="Workers for the 'long' pool."),
     lease: float = typer.Option(30.0, help="Worker lease seconds."),
-    api: bool = typer.Option(False, "--api/--no-api", help="Also serve the HTTP API on 127.0.0.1:8000."),
+    archive_after_seconds: float = typer.Option(
+        cleaner.DEFAULT_ARCHIVE_AFTER.total_seconds(), min=0,
+        help="Schedulers move finished executions to the history partitions after this long."),
+    api: bool = typer.Option(False, "--api/--no-api", help="Also serve the HTTP API on 127.0.0.1 (supervised too)."),
+    api_port: int = typer.Option(8000, min=1, max=65535, help="The API's port."),
+    restart: bool = typer.Option(True, "--restart/--no-restart",
+                                 help="Restart a member that exits or is killed, with backoff (0.5 s doubling to "
+                                      "8 s). --no-restart leaves it dead, for drills."),
+    drain_timeout: float = typer.Option(15.0, min=0, help="On Ctrl-C/SIGTERM: seconds members get to drain "
+                                                          "before they are killed."),
+    log_dir: Path = typer.Option(None, help="Folder for the members' logs and up.json (the supervisor's state); "
+                                            "default: a new temporary folder."),
 ) -> None:
-    """Run a local cluster of real processes until Ctrl-C, with a live summary."""
+    """Run a local cluster of real processes and keep it running until Ctrl-C or SIGTERM, with a live summary.
+
+    Members that die are restarted; a database that goes away (restart, outage) is shown in the summary and
+    waited out -- it never stops the cluster. Uses the embedded PostgreSQL in D2KIT_PGDATA unless DATABASE_URL
+    is set. Exits 0 after stopping every member."""
+    import signal
+    import tempfile
+    import threading
+
+    from reference_impl.cluster import LocalCluster
+    from reference_impl.supervisor import DatabaseWatch, Supervisor
     from reference_impl.views import run_cluster_live
 
     engine = _engine()
-    run_cluster_live(engine, db.database_url(), schedulers, workers, long_workers, lease, api)
+    folder = log_dir or Path(tempfile.mkdtemp(prefix="d2kit-up-"))
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    scheduler_args = ["--archive-after-seconds", str(archive_after_seconds)]
+    cluster = LocalCluster(db.database_url(), folder)
+    supervisor = Supervisor(cluster, restart=restart)
+    watch = DatabaseWatch(engine)
+    try:
+        for i in range(1, schedulers + 1):
+            supervisor.add(partial(cluster.start_scheduler, f"scheduler-{i}", extra_args=scheduler_args))
+        for pool, count in (("short", workers), ("long", long_workers)):
+            for i in range(1, count + 1):
+                supervisor.add(partial(cluster.start_worker, f"worker-{pool}-{i}", pool=pool, lease=lease))
+        if api:
+            supervisor.add(partial(cluster.start_api, port=api_port))
+        watch.start()
+        run_cluster_live(supervisor, watch, stop)
+    finally:
+        console.print(f"stopping {len(cluster.members)} members (drain up to {drain_timeout:g} s)...")
+        cluster.stop(timeout=drain_timeout)
+        watch.stop()
+    console.print(f"stopped; logs in {folder}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A local cluster of real OS processes: scheduler replicas and workers, each its own Python process.
+"""A local cluster of real OS processes: scheduler replicas and workers (and the API), each its own Python process.
 
 Used by ``d2kit up``, the drills and the tests. Faults are real: ``kill`` is SIGKILL, ``pause`` is
 SIGSTOP (a process pause, as in a long GC or a frozen VM), and a worker can be pointed at a proxy URL
@@ -20,7 +20,7 @@ from pathlib import Path
 @dataclass
 class Member:
     name: str
-    kind: str  # 'scheduler' | 'worker'
+    kind: str  # 'scheduler' | 'worker' | 'api'
     popen: subprocess.Popen
     log_path: Path
 
@@ -52,7 +52,8 @@ class LocalCluster:
                env: dict[str, str] | None, prefix: list[str] | None) -> Member:
         process_env = {**os.environ, **self.extra_env, **(env or {}), "DATABASE_URL": url or self.url,
                        "PYTHONUNBUFFERED": "1"}
-        command = [*(prefix or []), sys.executable, "-m", "reference_impl.cli", kind, "run", "--id", name, *args]
+        cli_args = ["api", *args] if kind == "api" else [kind, "run", "--id", name, *args]
+        command = [*(prefix or []), sys.executable, "-m", "reference_impl.cli", *cli_args]
         log_path = self.log_dir / f"{name}.log"
         with open(log_path, "ab") as log_file:
             popen = subprocess.Popen(command, env=process_env, stdout=log_file, stderr=subprocess.STDOUT,
@@ -70,6 +71,10 @@ class LocalCluster:
                      prefix: list[str] | None = None, extra_args: list[str] | None = None) -> Member:
         args = ["--pool", pool, "--concurrency", str(concurrency), "--lease", str(lease), *(extra_args or [])]
         return self._spawn(name, "worker", args, url, env, prefix)
+
+    def start_api(self, name: str = "api", *, port: int = 8000) -> Member:
+        """The HTTP API (``d2kit api``) on 127.0.0.1:``port``; its access log goes to its log file."""
+        return self._spawn(name, "api", ["--port", str(port)], None, None, None)
 
     def kill(self, name: str) -> None:
         """SIGKILL: no cleanup, no goodbye -- the crash the design must survive."""

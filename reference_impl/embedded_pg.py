@@ -1,6 +1,7 @@
 """Embedded PostgreSQL (PyPI ``pgserver``, which bundles PostgreSQL 16) for when DATABASE_URL is unset.
 
-The data directory lives under the project (``.pgdata/``, git-ignored, or ``D2KIT_PGDATA``). The server
+The data directory lives under the project (``.pgdata/``, git-ignored) unless ``D2KIT_PGDATA`` names another
+(``d2kit db --pgdata DIR ...`` sets it): restart a server of your own, never one that others' tests share. The server
 listens on a Unix socket only. Run as root, pgserver creates and uses a dedicated ``pgserver`` system user.
 The server is left running between commands (``cleanup_mode=None``) so a cluster's processes, the API and
 the tests share it; ``d2kit db stop`` stops it.
@@ -12,6 +13,7 @@ import os
 import subprocess
 import warnings
 from pathlib import Path
+from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SERVER_SETTINGS = {
@@ -24,13 +26,20 @@ def data_dir() -> Path:
     return Path(os.environ.get("D2KIT_PGDATA", PROJECT_ROOT / ".pgdata")).resolve()
 
 
-def _server(pgdata: Path | None = None, cleanup_mode: str | None = None):
+def _pgserver():
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, root shells); pgserver then uses /tmp.
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
         import pgserver  # imported lazily: it is only needed when DATABASE_URL is unset
+        import pgserver.utils
 
-        return pgserver.get_server(pgdata or data_dir(), cleanup_mode=cleanup_mode)
+        return pgserver
+
+
+def _server(pgdata: Path | None = None, cleanup_mode: str | None = None):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")  # get_server reads the runtime dir too
+        return _pgserver().get_server(pgdata or data_dir(), cleanup_mode=cleanup_mode)
 
 
 def start_private(pgdata: Path) -> str:
@@ -69,6 +78,18 @@ def _pg_ctl(*args: str, pgdata: Path | None = None) -> None:
 def restart(pgdata: Path | None = None) -> None:
     """Restart the server in place (fast shutdown): clients see their connections cut, then reconnect."""
     _pg_ctl("-m", "fast", "restart", pgdata=pgdata)
+
+
+def status(pgdata: Path | None = None) -> dict[str, Any]:
+    """What ``d2kit db status`` shows, read from the data directory without starting anything."""
+    pgserver = _pgserver()
+    folder = pgdata or data_dir()
+    info = pgserver.utils.PostmasterInfo.read_from_pgdata(folder) if (folder / "postmaster.pid").exists() else None
+    running = info is not None and info.is_running() and info.status == "ready"
+    return {"server": "embedded", "data_directory": str(folder),
+            "initialised": (folder / "PG_VERSION").exists(), "running": running,
+            "pid": info.pid if running else None, "url": info.get_uri() if running else None,
+            "version": pgserver._commands.postgres(["--version"]).strip()}
 
 
 def stop(pgdata: Path | None = None) -> bool:

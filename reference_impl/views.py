@@ -1,21 +1,16 @@
-"""Terminal views (rich): status tables, a job's execution history, and the live cluster summary."""
+"""Terminal views (rich): status tables, jobs, a job's execution history, and the live cluster summary."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
 from rich.console import Group
 from rich.live import Live
 from rich.table import Table
-from sqlalchemy import Engine
 
-from reference_impl import status
-from reference_impl.cluster import LocalCluster
+from reference_impl.supervisor import DatabaseWatch, Supervisor
 
 
 def status_tables(summary: dict[str, Any]) -> list[Table]:
@@ -80,34 +75,40 @@ def executions_table(job_id: int, rows: list[dict[str, Any]]) -> Table:
     return table
 
 
-def run_cluster_live(engine: Engine, url: str, schedulers: int, workers: int, long_workers: int,
-                     lease: float, api: bool) -> None:
-    log_dir = Path(tempfile.mkdtemp(prefix="d2kit-up-"))
-    api_process = None
-    with LocalCluster(url, log_dir) as cluster:
-        for i in range(1, schedulers + 1):
-            cluster.start_scheduler(f"scheduler-{i}")
-        for i in range(1, workers + 1):
-            cluster.start_worker(f"worker-short-{i}", pool="short", lease=lease)
-        for i in range(1, long_workers + 1):
-            cluster.start_worker(f"worker-long-{i}", pool="long", lease=lease)
-        if api:  # its access log goes to the cluster's log folder, not over the live view
-            with open(log_dir / "api.log", "ab") as api_log:
-                api_process = subprocess.Popen([sys.executable, "-m", "reference_impl.cli", "api"],
-                                               stdout=api_log, stderr=subprocess.STDOUT)
-        try:
-            with Live(refresh_per_second=2) as live:
-                while True:
-                    with engine.begin() as conn:
-                        summary = status.summary(conn)
-                    alive = sum(cluster.alive().values())
-                    header = Table.grid()
-                    header.add_row(f"{alive}/{len(cluster.members)} processes alive -- logs in {log_dir} -- "
-                                   "Ctrl-C to stop")
-                    live.update(Group(header, *status_tables(summary)))
-                    time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            if api_process is not None:
-                api_process.terminate()
+def members_table(members: list[dict[str, Any]]) -> Table:
+    table = Table(title="Members (restarted by d2kit up when they exit or are killed)")
+    for col in ("name", "kind", "pid", "state", "restarts", "last exit"):
+        table.add_column(col)
+    for m in members:
+        if m["alive"]:
+            state = "[green]running[/]"
+        elif m["restart_in_s"] is not None:
+            state = f"[yellow]restarting in {m['restart_in_s']} s[/]"
+        else:
+            state = "[red]dead (--no-restart)[/]"
+        table.add_row(m["name"], m["kind"], str(m["pid"]), state, str(m["restarts"]) if m["restarts"] else "",
+                      "" if m["last_exit"] is None else str(m["last_exit"]))
+    return table
+
+
+def cluster_view(members: list[dict[str, Any]], watch: DatabaseWatch, log_dir: Path) -> Group:
+    alive = sum(m["alive"] for m in members)
+    header = Table.grid()
+    header.add_row(f"{alive}/{len(members)} members alive -- logs in {log_dir} -- Ctrl-C to stop")
+    unreachable = watch.unreachable_for()
+    if unreachable is not None:
+        header.add_row(f"[bold red]database unreachable for {unreachable:.1f} s[/] ({watch.error}); members keep "
+                       "retrying" + (" -- the figures below are from before" if watch.summary else ""))
+    tables = status_tables(watch.summary) if watch.summary else []
+    return Group(header, members_table(members), *tables)
+
+
+def run_cluster_live(supervisor: Supervisor, watch: DatabaseWatch, stop: threading.Event) -> None:
+    """Supervise and show the cluster until ``stop`` is set (Ctrl-C, SIGTERM)."""
+    state_file = supervisor.cluster.log_dir / "up.json"
+    with Live(refresh_per_second=4) as live:
+        while not stop.is_set():
+            supervisor.tick()
+            supervisor.write_state(state_file, watch)
+            live.update(cluster_view(supervisor.members(), watch, supervisor.cluster.log_dir))
+            stop.wait(0.25)
