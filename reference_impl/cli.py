@@ -15,6 +15,7 @@ from rich.console import Console
 
 from reference_impl import cleaner, db
 from reference_impl.api.cli import register as register_api
+from reference_impl.supervisor import BACKOFF_FIRST, BACKOFF_MAX
 
 app = typer.Typer(
     help="The reference scheduler: database, tenants, jobs, status, scheduler and worker processes, the API.",
@@ -422,8 +423,8 @@ def up(
     api: bool = typer.Option(False, "--api/--no-api", help="Also serve the HTTP API on 127.0.0.1 (supervised too)."),
     api_port: int = typer.Option(8000, min=1, max=65535, help="The API's port."),
     restart: bool = typer.Option(True, "--restart/--no-restart",
-                                 help="Restart a member that exits or is killed, with backoff (0.5 s doubling to "
-                                      "8 s). --no-restart leaves it dead, for drills."),
+                                 help=f"Restart a member that exits or is killed, with backoff ({BACKOFF_FIRST:g} s "
+                                      f"doubling to {BACKOFF_MAX:g} s). --no-restart leaves it dead, for drills."),
     drain_timeout: float = typer.Option(15.0, min=0, help="On Ctrl-C/SIGTERM: seconds members get to drain "
                                                           "before they are killed."),
     log_dir: Path = typer.Option(None, help="Folder for the members' logs and up.json (the supervisor's state); "
@@ -441,6 +442,7 @@ def up(
     from reference_impl.cluster import LocalCluster
     from reference_impl.supervisor import DatabaseWatch, Supervisor
     from reference_impl.views import run_cluster_live
+
 
     engine = _engine()
     folder = log_dir or Path(tempfile.mkdtemp(prefix="d2kit-up-"))

@@ -37,7 +37,6 @@ def status_tables(summary: dict[str, Any]) -> list[Table]:
     return tables
 
 
-
 def jobs_table(jobs: list[dict[str, Any]], next_before: int | None) -> Table:
     more = f" -- older: --before {next_before}" if next_before else ""
     table = Table(title=f"Jobs, newest first{more}")
@@ -57,6 +56,7 @@ def job_table(job: dict[str, Any]) -> Table:
     for field, value in job.items():
         table.add_row(field, "" if value is None else str(value))
     return table
+
 
 def executions_table(job_id: int, rows: list[dict[str, Any]]) -> Table:
     table = Table(title=f"Job {job_id}: occurrences and attempts (newest first)")

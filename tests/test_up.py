@@ -12,6 +12,7 @@ The soak -- minutes of random faults against one ``d2kit up`` -- runs with ``mak
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -26,7 +27,8 @@ import pytest
 from helpers import rows, scalar, wait_until
 from sqlalchemy import text
 
-from reference_impl import db, embedded_pg, jobs, tenants
+from d2kit.drills import postgres_restart
+from reference_impl import db, jobs, tenants
 from reference_impl.cluster import LocalCluster
 from reference_impl.supervisor import BACKOFF_FIRST, BACKOFF_MAX, Supervisor
 
@@ -61,8 +63,9 @@ class Up:
         return bool(members) and all(m["alive"] for m in members.values())
 
     def db(self, command: str) -> None:
-        subprocess.run([sys.executable, "-m", "reference_impl.cli", "db", command], env=self.env, check=True,
-                       capture_output=True, timeout=120)
+        done = subprocess.run([sys.executable, "-m", "reference_impl.cli", "db", command], env=self.env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"d2kit db {command}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -78,14 +81,14 @@ class Up:
 
 
 @pytest.fixture
-def private_server(tmp_path):
-    pgdata = tmp_path / "pgdata"
-    url = embedded_pg.start_private(pgdata)
-    engine = db.make_engine(url)
-    db.init_schema(engine)
-    yield pgdata, engine
-    engine.dispose()
-    embedded_pg.stop(pgdata)
+def private_server():
+    """Outside pytest's tmp folders: each pytest session makes those root-only again, and the server (run as the
+    pgserver user when we are root) must reach its data directory whenever it is restarted."""
+    with postgres_restart.private_server() as url:
+        engine = db.make_engine(url)
+        db.init_schema(engine)
+        yield Path(scalar(engine, "SHOW data_directory")), engine
+        engine.dispose()
 
 
 def pid_gone(pid: int) -> bool:
@@ -96,12 +99,12 @@ def pid_gone(pid: int) -> bool:
     return False
 
 
-def missing_fire_times(engine, job_id: int, until: datetime) -> list:
-    """Seconds of a per-second cron from its first fire time up to ``until`` that have no occurrence."""
+def missing_fire_times(engine, job_id: int, until: datetime, every_seconds: int = 1) -> list:
+    """Fire times of a cron firing every ``every_seconds`` from its first one up to ``until`` with no occurrence."""
     return [r[0] for r in rows(engine, (
         "SELECT s FROM generate_series((SELECT min(fire_at) FROM all_occurrences WHERE job_id = :j), :until,"
-        " interval '1 second') s WHERE NOT EXISTS (SELECT 1 FROM all_occurrences o WHERE o.job_id = :j"
-        " AND o.fire_at = s)"), j=job_id, until=until)]
+        " make_interval(secs => :every)) s WHERE NOT EXISTS (SELECT 1 FROM all_occurrences o WHERE o.job_id = :j"
+        " AND o.fire_at = s)"), j=job_id, until=until, every=every_seconds)]
 
 
 def twice_succeeded(engine) -> int:
@@ -202,11 +205,11 @@ def test_soak_random_faults_against_one_d2kit_up(private_server, tmp_path):
         wait_until(up.all_alive, timeout=60, what="every member up")
         with engine.begin() as conn:
             tenants.ensure_tenant(conn, "acme")
-            crons = [jobs.submit(conn, "acme", jobs.JobSpec(name=f"tick-{i}", handler="noop",
-                                                           cron="* * * * * *"))[0]["id"] for i in range(10)]
-            crons += [jobs.submit(conn, "acme", jobs.JobSpec(
+            every = {jobs.submit(conn, "acme", jobs.JobSpec(name=f"tick-{i}", handler="noop",
+                                                           cron="* * * * * *"))[0]["id"]: 1 for i in range(10)}
+            every |= {jobs.submit(conn, "acme", jobs.JobSpec(
                 name=f"slow-{policy}", handler="sleep", payload={"seconds": 3}, cron="* * * * * */2",
-                overlap_policy=policy))[0]["id"] for policy in ("skip", "buffer_one")]
+                overlap_policy=policy))[0]["id"]: 2 for policy in ("skip", "buffer_one")}
             db_now = conn.execute(text("SELECT now()")).scalar_one()
             one_shots = [jobs.submit(conn, "acme", jobs.JobSpec(
                 name=f"once-{i}", handler="fail_n", payload={"n": 1}, max_attempts=25,
@@ -219,13 +222,16 @@ def test_soak_random_faults_against_one_d2kit_up(private_server, tmp_path):
             fault = rng.choice(["kill", "kill", "pause", "terminate sessions", "postgres restart", "postgres down"])
             faults[fault] = faults.get(fault, 0) + 1
             members = [m for m in up.members().values() if m["alive"]]
+            # up.json may be a quarter of a second old: a member it lists may have just died
             if fault == "kill" and members:
-                os.kill(rng.choice(members)["pid"], signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(rng.choice(members)["pid"], signal.SIGKILL)
             elif fault == "pause" and members:
                 victim = rng.choice(members)["pid"]
-                os.killpg(victim, signal.SIGSTOP)
-                time.sleep(rng.uniform(1, 2 * LEASE_SECONDS))
-                os.killpg(victim, signal.SIGCONT)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(victim, signal.SIGSTOP)
+                    time.sleep(rng.uniform(1, 2 * LEASE_SECONDS))
+                    os.killpg(victim, signal.SIGCONT)
             elif fault == "terminate sessions":
                 with engine.begin() as conn:
                     conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
@@ -246,7 +252,7 @@ def test_soak_random_faults_against_one_d2kit_up(private_server, tmp_path):
         wait_until(lambda: scalar(engine, "SELECT count(*) FROM occurrences WHERE fire_at <= :u AND state IN"
                                           " ('ready', 'running')", u=until - timedelta(seconds=3 * LEASE_SECONDS))
                    == 0, timeout=120, what="nothing older than a few leases left unfinished")
-        missing = {job: missing_fire_times(engine, job, until) for job in crons}
+        missing = {job: missing_fire_times(engine, job, until, seconds) for job, seconds in every.items()}
         measured = dict(rows(engine, "SELECT state, count(*) FROM all_occurrences GROUP BY 1"))
         attempts = dict(rows(engine, "SELECT state, count(*) FROM all_attempts GROUP BY 1"))
         report = {"seconds": SOAK_SECONDS, "faults": faults, "occurrences": measured, "attempts": attempts,
