@@ -11,7 +11,7 @@ import json
 import typer
 from rich.console import Console
 
-from reference_impl import cleaner, db
+from reference_impl import cleaner, db, policies
 from reference_impl.api.cli import register as register_api
 
 app = typer.Typer(
@@ -27,17 +27,35 @@ register_api(app)
 
 
 @db_app.command("url")
-def db_url() -> None:
+def db_url(as_json: bool = typer.Option(False, "--json", help="Also the schema version, machine-readable.")) -> None:
     """Print the database URL in use (starts the embedded server if DATABASE_URL is unset)."""
-    print(db.database_url())
+    url = db.database_url()
+    if not as_json:
+        print(url)
+        return
+    engine = db.make_engine(url)
+    with engine.begin() as conn:
+        version = db.schema_version(conn)
+    engine.dispose()
+    _print_json({"url": db.redact(url), "schema_version": version, "latest_schema_version": db.migrations()[-1][0]})
 
 
+@db_app.command("upgrade")
 @db_app.command("init")
-def db_init() -> None:
-    """Apply the schema (idempotent)."""
+def db_upgrade(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Bring the database to the current schema: a new one gets schema.sql, an existing one its pending
+    migrations (reference_impl/sql/migrations/). Safe to run any number of times."""
     engine = db.make_engine()
-    db.init_schema(engine)
-    console.print(f"schema applied to {db.redact(db.database_url())}")
+    applied = db.init_schema(engine)
+    with engine.begin() as conn:
+        version = db.schema_version(conn)
+    engine.dispose()
+    if as_json:
+        _print_json({"applied": applied, "schema_version": version})
+        return
+    where = db.redact(db.database_url())
+    done = ", ".join(applied) if applied else "nothing pending"
+    console.print(f"{where}: schema version {version} ({done})")
 
 
 @db_app.command("stop")
@@ -95,8 +113,8 @@ def submit(
     timezone: str = typer.Option("UTC", help="IANA time zone for the cron expression."),
     payload: str = typer.Option("{}", help="JSON object given to the handler."),
     tenant: str = typer.Option("default", help="Tenant to submit for (created if missing)."),
-    misfire_policy: str = typer.Option("run_once", help="skip | run_once | run_all"),
-    overlap_policy: str = typer.Option("allow", help="allow | skip | buffer_one | buffer_all | cancel_other"),
+    misfire_policy: str = typer.Option("run_once", help=" | ".join(policies.MISFIRE_POLICIES)),
+    overlap_policy: str = typer.Option("allow", help=" | ".join(policies.OVERLAP_POLICIES)),
     pool: str = typer.Option(None, help="short | long (default from --expected-duration)."),
     expected_duration: float = typer.Option(None, help="Expected run time in seconds (picks the pool)."),
     max_attempts: int = typer.Option(3, help="Attempts before an occurrence is dead."),
