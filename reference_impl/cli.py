@@ -217,9 +217,13 @@ def scheduler_run(
     from reference_impl import processes
     from reference_impl.scheduler import Scheduler, SchedulerConfig
 
+    try:
+        config = SchedulerConfig(process_id, archive_after=timedelta(seconds=archive_after_seconds),
+                                 retention=timedelta(days=retention_days))
+    except ValueError as exc:
+        _fail(str(exc))
     processes.configure_logging(process_id)
-    scheduler = Scheduler(db.database_url(), SchedulerConfig(
-        process_id, archive_after=timedelta(seconds=archive_after_seconds), retention=timedelta(days=retention_days)))
+    scheduler = Scheduler(db.database_url(), config)
     processes.stop_on_signals(scheduler.stop)
     threading.current_thread().name = process_id
     scheduler.run()
@@ -239,8 +243,12 @@ def worker_run(
     from reference_impl import processes
     from reference_impl.worker import Worker, WorkerConfig
 
+    try:
+        config = WorkerConfig(process_id, pool, concurrency, lease, heartbeat, poll, batch)
+    except ValueError as exc:
+        _fail(str(exc))
     processes.configure_logging(process_id)
-    worker = Worker(db.database_url(), WorkerConfig(process_id, pool, concurrency, lease, heartbeat, poll, batch))
+    worker = Worker(db.database_url(), config)
     processes.stop_on_signals(worker.stop)
     worker.run()
 
