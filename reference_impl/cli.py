@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from reference_impl import cleaner, db
+from reference_impl import cleaner, db, policies, states
 from reference_impl.api.cli import register as register_api
 from reference_impl.supervisor import BACKOFF_FIRST, BACKOFF_MAX
 
@@ -43,17 +43,35 @@ def db_options(pgdata: Path = typer.Option(None, envvar="D2KIT_PGDATA", file_oka
 
 
 @db_app.command("url")
-def db_url() -> None:
+def db_url(as_json: bool = typer.Option(False, "--json", help="Also the schema version, machine-readable.")) -> None:
     """Print the database URL in use (starts the embedded server if DATABASE_URL is unset)."""
-    print(db.database_url())
+    url = db.database_url()
+    if not as_json:
+        print(url)
+        return
+    engine = db.make_engine(url)
+    with engine.begin() as conn:
+        version = db.schema_version(conn)
+    engine.dispose()
+    _print_json({"url": db.redact(url), "schema_version": version, "latest_schema_version": db.migrations()[-1][0]})
 
 
+@db_app.command("upgrade")
 @db_app.command("init")
-def db_init() -> None:
-    """Apply the schema (idempotent)."""
+def db_upgrade(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Bring the database to the current schema: a new one gets schema.sql, an existing one its pending
+    migrations (reference_impl/sql/migrations/). Safe to run any number of times."""
     engine = db.make_engine()
-    db.init_schema(engine)
-    console.print(f"schema applied to {db.redact(db.database_url())}")
+    applied = db.init_schema(engine)
+    with engine.begin() as conn:
+        version = db.schema_version(conn)
+    engine.dispose()
+    if as_json:
+        _print_json({"applied": applied, "schema_version": version})
+        return
+    where = db.redact(db.database_url())
+    done = ", ".join(applied) if applied else "nothing pending"
+    console.print(f"{where}: schema version {version} ({done})")
 
 
 def _embedded_state(as_json: bool, done: str) -> None:
@@ -173,14 +191,15 @@ def submit(
     cron: str = typer.Option(None, help="Recurring schedule, e.g. '0 9 * * *' (6 fields: seconds last)."),
     run_at: str = typer.Option(None, help="One-shot time, ISO 8601 with offset, or 'now'."),
     timezone: str = typer.Option("UTC", help="IANA time zone for the cron expression."),
-    dst_gap: str = typer.Option("shift", help="shift | skip: a local time the clocks jump over."),
-    dst_overlap: str = typer.Option("first", help="first | both: a local time that happens twice."),
+    dst_gap: str = typer.Option("shift", help=f"{' | '.join(states.DST_GAP)}: a local time the clocks jump over."),
+    dst_overlap: str = typer.Option("first", help=f"{' | '.join(states.DST_OVERLAP)}: a local time that happens "
+                                                  "twice."),
     payload: str = typer.Option("{}", help="JSON object given to the handler."),
     tenant: str = typer.Option("default", help="Tenant to submit for (created if missing)."),
-    misfire_policy: str = typer.Option("run_once", help="skip | run_once | run_all"),
+    misfire_policy: str = typer.Option("run_once", help=" | ".join(policies.MISFIRE_POLICIES)),
     catchup_window: int = typer.Option(86_400, help="Seconds: a missed fire time older than this never runs."),
     max_catchup: int = typer.Option(100, help="run_all: at most this many missed fire times run."),
-    overlap_policy: str = typer.Option("allow", help="allow | skip | buffer_one | buffer_all | cancel_other"),
+    overlap_policy: str = typer.Option("allow", help=" | ".join(policies.OVERLAP_POLICIES)),
     pool: str = typer.Option(None, help="short | long (default from --expected-duration)."),
     expected_duration: float = typer.Option(None, help="Expected run time in seconds (picks the pool)."),
     max_attempts: int = typer.Option(3, help="Attempts before an occurrence is dead."),
@@ -244,7 +263,7 @@ def jobs_list(
     name: str = typer.Option(None, help="Only jobs with exactly this name."),
     paused: bool = typer.Option(None, "--paused/--unpaused", help="Only paused, or only unpaused, jobs."),
     deleted: bool = typer.Option(False, "--deleted", help="Deleted jobs instead of live ones."),
-    schedule_kind: str = typer.Option(None, "--kind", help="once | cron"),
+    schedule_kind: str = typer.Option(None, "--kind", help=" | ".join(states.SCHEDULE_KINDS)),
     limit: int = typer.Option(50, min=1, max=200, help="Jobs per page."),
     before: int = typer.Option(None, min=1, help="Only jobs older than this id (the previous page's next_before)."),
     as_json: bool = AS_JSON,
@@ -253,8 +272,8 @@ def jobs_list(
     from reference_impl import jobs
     from reference_impl.views import jobs_table
 
-    if schedule_kind not in (None, "once", "cron"):
-        _fail(f"--kind: '{schedule_kind}' is not one of once, cron")
+    if schedule_kind not in (None, *states.SCHEDULE_KINDS):
+        _fail(f"--kind: '{schedule_kind}' is not one of {', '.join(states.SCHEDULE_KINDS)}")
     with _engine().begin() as conn:
         page, next_before = jobs.list_jobs(conn, tenant, name=name, paused=paused, deleted=deleted,
                                            schedule_kind=schedule_kind, limit=limit, before=before)
@@ -383,9 +402,13 @@ def scheduler_run(
     from reference_impl import processes
     from reference_impl.scheduler import Scheduler, SchedulerConfig
 
+    try:
+        config = SchedulerConfig(process_id, archive_after=timedelta(seconds=archive_after_seconds),
+                                 retention=timedelta(days=retention_days))
+    except ValueError as exc:
+        _fail(str(exc))
     processes.configure_logging(process_id)
-    scheduler = Scheduler(db.database_url(), SchedulerConfig(
-        process_id, archive_after=timedelta(seconds=archive_after_seconds), retention=timedelta(days=retention_days)))
+    scheduler = Scheduler(db.database_url(), config)
     processes.stop_on_signals(scheduler.stop)
     threading.current_thread().name = process_id
     scheduler.run()
@@ -405,8 +428,12 @@ def worker_run(
     from reference_impl import processes
     from reference_impl.worker import Worker, WorkerConfig
 
+    try:
+        config = WorkerConfig(process_id, pool, concurrency, lease, heartbeat, poll, batch)
+    except ValueError as exc:
+        _fail(str(exc))
     processes.configure_logging(process_id)
-    worker = Worker(db.database_url(), WorkerConfig(process_id, pool, concurrency, lease, heartbeat, poll, batch))
+    worker = Worker(db.database_url(), config)
     processes.stop_on_signals(worker.stop)
     worker.run()
 

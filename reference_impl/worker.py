@@ -1,6 +1,6 @@
 """A worker process: claims occurrences of one pool in batches, runs their handlers, heartbeats, completes.
 
-Four loops share one process; each round trip to the database is batched:
+These loops share one process; each round trip to the database is batched:
 
 * **claimer** (main thread) -- ``d2_claim`` for up to the free slots; polls every ``poll_seconds`` when
   there is nothing ready, goes again at once when a batch came back full.
@@ -28,7 +28,7 @@ from sqlalchemy import text
 
 from reference_impl import db, processes
 from reference_impl.handlers import HANDLERS, JobContext
-from reference_impl.lease import Lease
+from reference_impl.lease import SAFETY_MARGIN_FRACTION, Lease
 
 log = logging.getLogger("d2kit.worker")
 
@@ -60,6 +60,17 @@ class WorkerConfig:
     poll_seconds: float = 0.05
     claim_batch: int = 64
     shutdown_grace_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("concurrency", "lease_seconds", "poll_seconds", "claim_batch", "shutdown_grace_seconds"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"WorkerConfig.{name} must be > 0, got {getattr(self, name)}")
+        trusted_for = self.lease_seconds * (1 - SAFETY_MARGIN_FRACTION)
+        if self.heartbeat_every >= trusted_for:
+            # The worker would stop trusting every lease before its next heartbeat could renew it.
+            raise ValueError(f"WorkerConfig.heartbeat_seconds ({self.heartbeat_every:g}) must be shorter than the "
+                             f"part of the lease a worker trusts ({trusted_for:g} s of lease_seconds "
+                             f"{self.lease_seconds:g})")
 
     @property
     def heartbeat_every(self) -> float:

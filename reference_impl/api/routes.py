@@ -13,7 +13,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import AwareDatetime
 from sqlalchemy import text
 
-from reference_impl import jobs, status
+from reference_impl import jobs, states, status
 from reference_impl.api import metrics
 from reference_impl.api.auth import Session
 from reference_impl.api.errors import field_error, reject_unstorable
@@ -88,7 +88,8 @@ def list_jobs(
                                       description="Only jobs with exactly this name.")] = None,
     paused: Annotated[bool | None, Query(description="Only paused (true) or only unpaused (false) jobs.")] = None,
     deleted: Annotated[bool, Query(description="Deleted jobs instead of live ones.")] = False,
-    schedule_kind: Annotated[Literal["once", "cron"] | None, Query(description="One-shot or recurring.")] = None,
+    schedule_kind: Annotated[Literal[states.SCHEDULE_KINDS] | None, Query(description="One-shot or recurring.")]
+    = None,
     limit: Annotated[int, Query(ge=1, le=200, description="Jobs per page.")] = 50,
     before: Annotated[int | None, Query(ge=1, le=2**63 - 1, description="Only jobs older than this id "
                                                                        "(from `next_before`).")] = None,
