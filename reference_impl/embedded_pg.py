@@ -9,7 +9,9 @@ the tests share it; ``d2kit db stop`` stops it.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
+import time
 import warnings
 from pathlib import Path
 
@@ -69,6 +71,16 @@ def _pg_ctl(*args: str, pgdata: Path | None = None) -> None:
 def restart(pgdata: Path | None = None) -> None:
     """Restart the server in place (fast shutdown): clients see their connections cut, then reconnect."""
     _pg_ctl("-m", "fast", "restart", pgdata=pgdata)
+
+
+def outage(seconds: float, pgdata: Path | None = None) -> None:
+    """Stop the server (fast shutdown), stay down ``seconds``, then start it with the options it ran with: a
+    restart as long as a failover. Clients see their connections cut, then refused, then accepted again."""
+    folder = pgdata or data_dir()
+    options = shlex.split((folder / "postmaster.opts").read_text())[3:]  # without the binary and its -D pair
+    _pg_ctl("-m", "fast", "stop", pgdata=folder)
+    time.sleep(seconds)
+    _pg_ctl("-o", shlex.join(options), "-l", str(folder / "outage.log"), "start", pgdata=folder)
 
 
 def stop(pgdata: Path | None = None) -> bool:

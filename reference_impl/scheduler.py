@@ -7,12 +7,14 @@ correctness comes from row locks and unique keys in PostgreSQL, not from electin
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 
 from reference_impl import cleaner, db, materializer, processes, reaper
+from reference_impl.lease import HEARTBEAT_SECONDS
 
 log = logging.getLogger("d2kit.scheduler")
 
@@ -22,6 +24,11 @@ class SchedulerConfig:
     scheduler_id: str
     tick_seconds: float = 0.1        # materialise pass period (occurrences are written LOOKAHEAD early)
     reap_every_seconds: float = 0.5  # lease expiry is detected within this of the lease running out
+    # After a pass fails (the database unreachable) this replica reaps nothing until it has been back for one
+    # workers' heartbeat period. A lease that ran out while the database was unreachable ran out because nobody
+    # could heartbeat, not because its worker died: the workers' retried heartbeats renew it first (lease.py).
+    # A dead worker is found one grace later. A replica that has not seen a failure reaps from its start.
+    reap_grace_seconds: float = HEARTBEAT_SECONDS
     heartbeat_every_seconds: float = 1.0
     archive_every_seconds: float = 1.0  # one batch per second, or per pass while batches come back full
     archive_after: timedelta = cleaner.DEFAULT_ARCHIVE_AFTER
@@ -39,6 +46,7 @@ class Scheduler:
         cfg = self.config
         last_reap = last_heartbeat = last_archive = last_retention = 0.0
         registered = False
+        connected_since: float | None = -math.inf  # start of the current run of passes without a database error
         while not self.stop.is_set():
             started = time.monotonic()
             try:
@@ -49,7 +57,10 @@ class Scheduler:
                     inserted = materializer.materialise_due(conn)
                 if inserted:
                     log.debug("materialised %d occurrences", inserted)
-                if started - last_reap >= cfg.reap_every_seconds:
+                if connected_since is None:
+                    connected_since = started
+                if (started - last_reap >= cfg.reap_every_seconds
+                        and started - connected_since >= cfg.reap_grace_seconds):
                     with self.engine.begin() as conn:
                         lost = reaper.reap_expired(conn)
                     if lost:
@@ -77,6 +88,7 @@ class Scheduler:
                     last_heartbeat = started
             except Exception as exc:  # database down or restarting: log, back off, carry on
                 log.warning("pass failed: %s", processes.describe_error(exc))
+                connected_since = None
                 self.stop.wait(0.5)
                 continue
             # Only a full pass may have left more due: go again at once. A partial one has caught up; waiting

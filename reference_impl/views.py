@@ -60,7 +60,7 @@ def executions_table(job_id: int, rows: list[dict[str, Any]]) -> Table:
 
 
 def run_cluster_live(engine: Engine, url: str, schedulers: int, workers: int, long_workers: int,
-                     lease: float, api: bool) -> None:
+                     lease: float | None, api: bool) -> None:
     log_dir = Path(tempfile.mkdtemp(prefix="d2kit-up-"))
     api_process = None
     with LocalCluster(url, log_dir) as cluster:

@@ -6,7 +6,8 @@ Four loops share one process; each round trip to the database is batched:
   there is nothing ready, goes again at once when a batch came back full.
 * **executor** -- a thread per slot runs handlers; a finished handler queues its result.
 * **heartbeater** -- one ``d2_heartbeat`` per period for every attempt this process holds (running, or
-  finished but not yet acknowledged): extends leases, reports skew, hears ``cancel`` / ``lost``.
+  finished but not yet acknowledged): extends leases, reports skew, hears ``cancel`` / ``lost``. A failed one
+  is retried after a short pause, so the leases are renewed as soon as the database is back.
 * **completer** -- drains the result queue into one ``d2_complete`` call; results that could not be sent
   (database down) stay queued and are sent again -- a completion is never dropped, and a stale one is
   refused by the fence, not by luck.
@@ -28,7 +29,7 @@ from sqlalchemy import text
 
 from reference_impl import db, processes
 from reference_impl.handlers import HANDLERS, JobContext
-from reference_impl.lease import Lease
+from reference_impl.lease import POOL_LEASE_SECONDS, Lease, heartbeat_period
 
 log = logging.getLogger("d2kit.worker")
 
@@ -55,15 +56,19 @@ class WorkerConfig:
     worker_id: str
     pool: str = "short"
     concurrency: int = 16
-    lease_seconds: float = 30.0
-    heartbeat_seconds: float | None = None  # default: a third of the lease
+    lease_seconds: float | None = None      # default: the pool's (lease.POOL_LEASE_SECONDS)
+    heartbeat_seconds: float | None = None  # default: lease.heartbeat_period
     poll_seconds: float = 0.05
     claim_batch: int = 64
     shutdown_grace_seconds: float = 10.0
 
     @property
+    def lease(self) -> float:
+        return self.lease_seconds or POOL_LEASE_SECONDS[self.pool]
+
+    @property
     def heartbeat_every(self) -> float:
-        return self.heartbeat_seconds or self.lease_seconds / 3
+        return self.heartbeat_seconds or heartbeat_period(self.lease)
 
 
 class Worker:
@@ -126,14 +131,14 @@ class Worker:
         sent_at = time.monotonic()
         with self.calls.connect() as conn:
             rows = conn.execute(CLAIM_SQL, {"pool": cfg.pool, "worker": cfg.worker_id, "n": want,
-                                            "lease": cfg.lease_seconds}).mappings().all()
+                                            "lease": cfg.lease}).mappings().all()
         claimed = []
         with self.lock:
             for row in rows:
                 ctx = JobContext(token=row["token"], occurrence_id=row["occurrence_id"], job_id=row["job_id"],
                                  fire_at=row["fire_at"], attempt=row["attempt"], payload=row["payload"],
                                  engine=self.engine)
-                held = Held(ctx, row["handler"], Lease(cfg.lease_seconds, sent_at), row["dispatched_at"],
+                held = Held(ctx, row["handler"], Lease(cfg.lease, sent_at), row["dispatched_at"],
                             time.monotonic())
                 self.held[ctx.token] = held
                 claimed.append(held)
@@ -170,10 +175,18 @@ class Worker:
                 with self.calls.connect() as conn:
                     answers = conn.execute(HEARTBEAT_SQL, {
                         "worker": cfg.worker_id, "tokens": tokens, "started": started,
-                        "lease": cfg.lease_seconds, "clock": processes.wall_now()}).all()
+                        "lease": cfg.lease, "clock": processes.wall_now()}).all()
             except Exception as exc:
-                log.warning("heartbeat failed (%d attempts held): %s", len(tokens), processes.describe_error(exc))
-                answers = []
+                down = processes.database_down(exc)
+                log.warning("heartbeat failed (%d attempts held%s): %s", len(tokens),
+                            "; the database says it is down" if down else "", processes.describe_error(exc))
+                if down:
+                    with self.lock:
+                        for token in tokens:
+                            if token in self.held:
+                                self.held[token].lease.database_down(sent_at)
+                time.sleep(RETRY_PAUSE_SECONDS)
+                continue
             with self.lock:
                 for token, status in answers:
                     held = self.held.get(token)
@@ -194,7 +207,7 @@ class Worker:
 
     # -- lease watchdog --------------------------------------------------------------------------
     def _watch_leases(self) -> None:
-        period = min(0.5, self.config.lease_seconds / 10)
+        period = min(0.5, self.config.lease / 10)
         while not self.stop.is_set() or self._holding():
             now = time.monotonic()
             with self.lock:
