@@ -1,6 +1,7 @@
 """The cleaner (River's JobCleaner): keeps the queue tables small and the history bounded.
 
-Runs in every scheduler replica. Two passes, the logic of both in operations.sql:
+Runs in every scheduler replica, as three of its maintenance services (scheduler.py); the logic of each is in
+operations.sql:
 
 * ``archive_finished`` (d2_archive), every second: finished occurrences older than the archive delay leave the
   queue tables for the day's partition of ``execution_history``, with their attempts. The claim, completion

@@ -11,7 +11,7 @@ import json
 import typer
 from rich.console import Console
 
-from reference_impl import cleaner, db
+from reference_impl import cleaner, db, policies
 from reference_impl.api.cli import register as register_api
 from reference_impl.lease import HEARTBEAT_SECONDS
 
@@ -28,17 +28,35 @@ register_api(app)
 
 
 @db_app.command("url")
-def db_url() -> None:
+def db_url(as_json: bool = typer.Option(False, "--json", help="Also the schema version, machine-readable.")) -> None:
     """Print the database URL in use (starts the embedded server if DATABASE_URL is unset)."""
-    print(db.database_url())
+    url = db.database_url()
+    if not as_json:
+        print(url)
+        return
+    engine = db.make_engine(url)
+    with engine.begin() as conn:
+        version = db.schema_version(conn)
+    engine.dispose()
+    _print_json({"url": db.redact(url), "schema_version": version, "latest_schema_version": db.migrations()[-1][0]})
 
 
+@db_app.command("upgrade")
 @db_app.command("init")
-def db_init() -> None:
-    """Apply the schema (idempotent)."""
+def db_upgrade(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Bring the database to the current schema: a new one gets schema.sql, an existing one its pending
+    migrations (reference_impl/sql/migrations/). Safe to run any number of times."""
     engine = db.make_engine()
-    db.init_schema(engine)
-    console.print(f"schema applied to {db.redact(db.database_url())}")
+    applied = db.init_schema(engine)
+    with engine.begin() as conn:
+        version = db.schema_version(conn)
+    engine.dispose()
+    if as_json:
+        _print_json({"applied": applied, "schema_version": version})
+        return
+    where = db.redact(db.database_url())
+    done = ", ".join(applied) if applied else "nothing pending"
+    console.print(f"{where}: schema version {version} ({done})")
 
 
 @db_app.command("stop")
@@ -96,8 +114,8 @@ def submit(
     timezone: str = typer.Option("UTC", help="IANA time zone for the cron expression."),
     payload: str = typer.Option("{}", help="JSON object given to the handler."),
     tenant: str = typer.Option("default", help="Tenant to submit for (created if missing)."),
-    misfire_policy: str = typer.Option("run_once", help="skip | run_once | run_all"),
-    overlap_policy: str = typer.Option("allow", help="allow | skip | buffer_one | buffer_all | cancel_other"),
+    misfire_policy: str = typer.Option("run_once", help=" | ".join(policies.MISFIRE_POLICIES)),
+    overlap_policy: str = typer.Option("allow", help=" | ".join(policies.OVERLAP_POLICIES)),
     pool: str = typer.Option(None, help="short | long (default from --expected-duration)."),
     expected_duration: float = typer.Option(None, help="Expected run time in seconds (picks the pool)."),
     max_attempts: int = typer.Option(3, help="Attempts before an occurrence is dead."),
@@ -203,10 +221,13 @@ def scheduler_run(
     from reference_impl import processes
     from reference_impl.scheduler import Scheduler, SchedulerConfig
 
+    try:
+        config = SchedulerConfig(process_id, archive_after=timedelta(seconds=archive_after_seconds),
+                                 retention=timedelta(days=retention_days), reap_grace_seconds=reap_grace_seconds)
+    except ValueError as exc:
+        _fail(str(exc))
     processes.configure_logging(process_id)
-    scheduler = Scheduler(db.database_url(), SchedulerConfig(
-        process_id, archive_after=timedelta(seconds=archive_after_seconds), retention=timedelta(days=retention_days),
-        reap_grace_seconds=reap_grace_seconds))
+    scheduler = Scheduler(db.database_url(), config)
     processes.stop_on_signals(scheduler.stop)
     threading.current_thread().name = process_id
     scheduler.run()
@@ -227,8 +248,12 @@ def worker_run(
     from reference_impl import processes
     from reference_impl.worker import Worker, WorkerConfig
 
+    try:
+        config = WorkerConfig(process_id, pool, concurrency, lease, heartbeat, poll, batch)
+    except ValueError as exc:
+        _fail(str(exc))
     processes.configure_logging(process_id)
-    worker = Worker(db.database_url(), WorkerConfig(process_id, pool, concurrency, lease, heartbeat, poll, batch))
+    worker = Worker(db.database_url(), config)
     processes.stop_on_signals(worker.stop)
     worker.run()
 

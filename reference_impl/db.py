@@ -7,16 +7,18 @@ Everything else talks to PostgreSQL through SQLAlchemy Core with psycopg 3.
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from urllib.parse import urlsplit, urlunsplit
 
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 SQL_FILES = ("schema.sql", "operations.sql")
+MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 # Every session of the kit's services (scheduler, worker, API, CLI) carries these. A client that stops in the
 # middle of a transaction -- SIGSTOP, a long GC pause, a frozen VM, a partition -- keeps its row locks (a
@@ -88,17 +90,56 @@ def make_engine(url: str | None = None, *, pool_size: int = 5, application_name:
     )
 
 
+def _sql_folder():
+    return resources.files("reference_impl") / "sql"
+
+
 def schema_sql() -> str:
-    folder = resources.files("reference_impl") / "sql"
-    return "\n".join((folder / name).read_text() for name in SQL_FILES)
+    return "\n".join((_sql_folder() / name).read_text() for name in SQL_FILES)
 
 
-def init_schema(engine: Engine) -> None:
-    """Apply schema.sql and operations.sql; idempotent. A lock keeps concurrent inits apart."""
+def migrations() -> list[tuple[int, str, str]]:
+    """(version, file name, SQL) of every migration in sql/migrations/, oldest first."""
+    found = []
+    for entry in (_sql_folder() / "migrations").iterdir():
+        if match := MIGRATION_NAME.match(entry.name):
+            found.append((int(match.group(1)), entry.name, entry.read_text()))
+    return sorted(found)
+
+
+def schema_version(conn: Connection) -> int | None:
+    """The newest migration recorded in this database; None before versioning (or before any schema)."""
+    if conn.execute(text("SELECT to_regclass('schema_migrations')")).scalar() is None:
+        return None
+    return conn.execute(text("SELECT max(version) FROM schema_migrations")).scalar()
+
+
+def init_schema(engine: Engine) -> list[str]:
+    """Bring the database to the current schema, in one transaction; returns what was applied.
+
+    A new database gets schema.sql, which is always the whole current schema, and every migration is recorded
+    as applied. An existing one gets its pending migrations (sql/migrations/: only what ``CREATE ... IF NOT
+    EXISTS`` cannot do, such as a new column on an existing table or a changed index), then schema.sql and
+    operations.sql again, which create whatever is new and replace every function, view and trigger. A
+    database from before versioning (tables, no schema_migrations) has every migration pending."""
     with engine.begin() as conn:
-        conn.execute(text("SELECT pg_advisory_xact_lock(424242)"))
-        # Straight to psycopg: with no parameters it sends the script as is ('%' in format() stays).
-        conn.connection.driver_connection.execute(schema_sql())
+        conn.execute(text("SELECT pg_advisory_xact_lock(424242)"))  # concurrent inits wait for each other
+        new_database = conn.execute(text("SELECT to_regclass('jobs')")).scalar() is None
+        recorded = set()
+        if conn.execute(text("SELECT to_regclass('schema_migrations')")).scalar() is not None:
+            recorded = set(conn.execute(text("SELECT version FROM schema_migrations")).scalars())
+        pending = [(version, name, sql) for version, name, sql in migrations() if version not in recorded]
+        driver = conn.connection.driver_connection  # scripts go straight to psycopg: '%' in format() stays
+        if not new_database:
+            for _, _, sql in pending:
+                driver.execute(sql)
+        driver.execute(schema_sql())
+        for version, name, _ in pending:
+            conn.execute(text("INSERT INTO schema_migrations (version, name) VALUES (:v, :n)"),
+                         {"v": version, "n": name})
+    if new_database:
+        return ["schema.sql (new database)"]
+    return [name for _, name, _ in pending]
 
 
 def with_database(url: str, dbname: str) -> str:

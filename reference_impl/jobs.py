@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from sqlalchemy import Connection, text
 
-from reference_impl import schedule
+from reference_impl import policies, schedule, states
 from reference_impl.handlers import HANDLERS
 
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -36,13 +36,13 @@ class JobSpec(BaseModel):
     # validate_default: "neither run_at nor cron" is reported on this field, so it needs to run on None
     cron: str | None = Field(None, validate_default=True, description="Recurring: 5 fields, or 6 with seconds last.")
     timezone: str = Field("UTC", description="IANA time zone the cron expression is read in.")
-    dst_gap: Literal["shift", "skip"] = "shift"
-    dst_overlap: Literal["first", "both"] = "first"
-    misfire_policy: Literal["skip", "run_once", "run_all"] = "run_once"
+    dst_gap: Literal[states.DST_GAP] = "shift"
+    dst_overlap: Literal[states.DST_OVERLAP] = "first"
+    misfire_policy: Literal[policies.MISFIRE_POLICIES] = "run_once"
     catchup_window_seconds: int = Field(86_400, ge=1, le=366 * 86_400)
     max_catchup: int = Field(100, ge=1, le=1000)
-    overlap_policy: Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other"] = "allow"
-    pool: Literal["short", "long"] | None = Field(None, description="Defaults from expected_duration_seconds.")
+    overlap_policy: Literal[policies.OVERLAP_POLICIES] = "allow"
+    pool: Literal[states.POOLS] | None = Field(None, description="Defaults from expected_duration_seconds.")
     expected_duration_seconds: float | None = Field(None, ge=0, le=7 * 86_400)
     max_attempts: int = Field(3, ge=1, le=25)
     retry_base_seconds: float = Field(1.0, ge=0, le=3600)

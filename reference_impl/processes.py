@@ -14,7 +14,7 @@ import socket
 import threading
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 log = logging.getLogger("d2kit")
 
@@ -27,19 +27,23 @@ def wall_now() -> datetime:
 
 def register(engine: Engine, process_id: str, kind: str, pool: str | None = None) -> None:
     with engine.begin() as conn:
-        conn.execute(text(
-            "INSERT INTO processes (id, kind, pool, pid, host, heartbeat_at) VALUES (:id, :k, :p, :pid, :h, now())"
-            " ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, pool = excluded.pool, pid = excluded.pid,"
-            " host = excluded.host, started_at = now(), heartbeat_at = now(), stopped_at = NULL"),
-            {"id": process_id, "k": kind, "p": pool, "pid": os.getpid(), "h": socket.gethostname()})
+        enroll(conn, process_id, kind, pool)
 
 
-def heartbeat(engine: Engine, process_id: str) -> None:
-    with engine.begin() as conn:
-        conn.execute(text(
-            "UPDATE processes SET heartbeat_at = now(),"
-            " skew_ms = extract(epoch FROM CAST(:wall AS timestamptz) - clock_timestamp()) * 1000 WHERE id = :id"),
-            {"id": process_id, "wall": wall_now()})
+def enroll(conn: Connection, process_id: str, kind: str, pool: str | None = None) -> None:
+    """This process's row, (re)started now."""
+    conn.execute(text(
+        "INSERT INTO processes (id, kind, pool, pid, host, heartbeat_at) VALUES (:id, :k, :p, :pid, :h, now())"
+        " ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, pool = excluded.pool, pid = excluded.pid,"
+        " host = excluded.host, started_at = now(), heartbeat_at = now(), stopped_at = NULL"),
+        {"id": process_id, "k": kind, "p": pool, "pid": os.getpid(), "h": socket.gethostname()})
+
+
+def heartbeat(conn: Connection, process_id: str) -> None:
+    conn.execute(text(
+        "UPDATE processes SET heartbeat_at = now(),"
+        " skew_ms = extract(epoch FROM CAST(:wall AS timestamptz) - clock_timestamp()) * 1000 WHERE id = :id"),
+        {"id": process_id, "wall": wall_now()})
 
 
 def mark_stopped(engine: Engine, process_id: str) -> None:

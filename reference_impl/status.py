@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-OCCURRENCE_STATES = ("waiting", "ready", "running", "succeeded", "dead", "skipped", "cancelled")
+from reference_impl import db, states
 
 
 def summary(conn: Connection) -> dict[str, Any]:
@@ -29,7 +29,8 @@ def summary(conn: Connection) -> dict[str, Any]:
         " round(skew_ms::numeric, 1) AS skew_ms, stopped_at IS NOT NULL AS stopped"
         " FROM processes ORDER BY kind, id")).mappings().all()
     return {
-        "occurrences": {state: occ.get(state, 0) for state in OCCURRENCE_STATES},
+        "schema_version": db.schema_version(conn),
+        "occurrences": {state: occ.get(state, 0) for state in states.OCCURRENCE_STATES},
         "due_now": due[0],
         "scheduled_ahead": due[1],
         "dispatched_not_completed": occ.get("running", 0),

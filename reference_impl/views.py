@@ -19,7 +19,7 @@ from reference_impl.cluster import LocalCluster
 
 
 def status_tables(summary: dict[str, Any]) -> list[Table]:
-    occ = Table(title="Occurrences", show_lines=False)
+    occ = Table(title=f"Occurrences (schema version {summary['schema_version']})", show_lines=False)
     for col in ("due now", "scheduled ahead", *summary["occurrences"], "fence rejections"):
         occ.add_column(col, justify="right")
     occ.add_row(str(summary["due_now"]), str(summary["scheduled_ahead"]),

@@ -29,7 +29,7 @@ from sqlalchemy import text
 
 from reference_impl import db, processes
 from reference_impl.handlers import HANDLERS, JobContext
-from reference_impl.lease import POOL_LEASE_SECONDS, Lease, heartbeat_period
+from reference_impl.lease import POOL_LEASE_SECONDS, SAFETY_MARGIN_FRACTION, Lease, heartbeat_period
 
 log = logging.getLogger("d2kit.worker")
 
@@ -61,6 +61,17 @@ class WorkerConfig:
     poll_seconds: float = 0.05
     claim_batch: int = 64
     shutdown_grace_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("concurrency", "lease", "poll_seconds", "claim_batch", "shutdown_grace_seconds"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"WorkerConfig.{name} must be > 0, got {getattr(self, name)}")
+        trusted_for = self.lease * (1 - SAFETY_MARGIN_FRACTION)
+        if self.heartbeat_every >= trusted_for:
+            # The worker would stop trusting every lease before its next heartbeat could renew it.
+            raise ValueError(f"WorkerConfig.heartbeat_seconds ({self.heartbeat_every:g}) must be shorter than the "
+                             f"part of the lease a worker trusts ({trusted_for:g} s of lease_seconds "
+                             f"{self.lease:g})")
 
     @property
     def lease(self) -> float:

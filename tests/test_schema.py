@@ -1,12 +1,13 @@
 """The schema applies idempotently and the state machines are enforced by the database itself."""
 
+import re
 import time
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from reference_impl import db
+from reference_impl import db, policies, states
 
 
 def test_schema_is_idempotent(engine):
@@ -79,3 +80,37 @@ def test_a_service_session_that_stalls_mid_transaction_is_ended_by_the_server(da
             assert conn.execute(text("SHOW idle_in_transaction_session_timeout")).scalar() == "0"
     finally:
         drills_own.dispose()
+
+
+# Where Python names what schema.sql constrains (reference_impl/states.py, policies.py): (table, column) -> names.
+NAMED_IN_PYTHON = {
+    ("jobs", "schedule_kind"): states.SCHEDULE_KINDS,
+    ("jobs", "dst_gap"): states.DST_GAP,
+    ("jobs", "dst_overlap"): states.DST_OVERLAP,
+    ("jobs", "misfire_policy"): policies.MISFIRE_POLICIES,
+    ("jobs", "overlap_policy"): policies.OVERLAP_POLICIES,
+    ("occurrences", "trigger"): states.TRIGGERS,
+    ("execution_history", "state"): states.OCCURRENCE_TERMINAL,
+}
+
+
+def test_python_names_what_the_schema_constrains(engine):
+    with engine.begin() as conn:
+        checks = conn.execute(text(
+            "SELECT c.relname, pg_get_constraintdef(k.oid) FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid"
+            " WHERE k.contype = 'c' AND NOT c.relispartition")).all()
+        machines = conn.execute(text("SELECT machine, from_state, to_state FROM state_transitions")).all()
+        pools = set(conn.execute(text("SELECT name FROM pools")).scalars())
+        open_states = conn.execute(text(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'finished_iff_terminal'")).scalar()
+    constrained = {}
+    for table, definition in checks:
+        if match := re.fullmatch(r"CHECK \(\(?(\w+) = ANY \(ARRAY\[(.*)\]\)\)\)?", definition):
+            constrained[(table, match.group(1))] = set(re.findall(r"'(\w+)'::text", match.group(2)))
+    for key, names in NAMED_IN_PYTHON.items():
+        assert constrained[key] == set(names), key
+    reached = {m: {to for machine, _, to in machines if machine == m} for m in ("occurrence", "attempt")}
+    assert reached["occurrence"] == set(states.OCCURRENCE_STATES)
+    assert reached["attempt"] == set(states.ATTEMPT_STATES)
+    assert set(re.findall(r"'(\w+)'::text", open_states)) == set(states.OCCURRENCE_OPEN)
+    assert pools == set(states.POOLS)

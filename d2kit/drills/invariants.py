@@ -13,9 +13,8 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from reference_impl import schedule
+from reference_impl import schedule, states
 
-TERMINAL_STATES = ("succeeded", "dead", "skipped", "cancelled")
 SAMPLE = 5  # offending rows quoted in ``observed``
 
 
@@ -37,11 +36,12 @@ def every_occurrence_terminal(conn: Connection) -> Invariant:
     """Nothing left waiting, ready or running: every occurrence ended, and every non-success says why."""
     row = conn.execute(text(
         "SELECT count(*) AS total,"
-        " count(*) FILTER (WHERE state NOT IN ('succeeded', 'dead', 'skipped', 'cancelled')) AS open,"
-        " count(*) FILTER (WHERE state IN ('dead', 'skipped', 'cancelled') AND reason IS NULL) AS no_reason,"
-        " (array_agg(id ORDER BY id) FILTER (WHERE state NOT IN ('succeeded', 'dead', 'skipped', 'cancelled')))"
-        "   [1:5] AS open_sample"
-        " FROM occurrences")).mappings().one()
+        " count(*) FILTER (WHERE state = ANY(:open)) AS open,"
+        " count(*) FILTER (WHERE state = ANY(:unsuccessful) AND reason IS NULL) AS no_reason,"
+        " (array_agg(id ORDER BY id) FILTER (WHERE state = ANY(:open)))[1:5] AS open_sample"
+        " FROM occurrences"), {"open": list(states.OCCURRENCE_OPEN),
+                              "unsuccessful": [s for s in states.OCCURRENCE_TERMINAL if s != "succeeded"]}
+    ).mappings().one()
     by_state = dict(conn.execute(text("SELECT state, count(*) FROM occurrences GROUP BY 1 ORDER BY 1")).all())
     return Invariant("every occurrence is terminal (succeeded, dead, skipped or cancelled), each non-success "
                      "with a reason", row["open"] == 0 and row["no_reason"] == 0 and row["total"] > 0,

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from reference_impl import states
+
 
 class Problem(BaseModel):
     """Every non-validation error: one sentence saying what is wrong."""
@@ -47,7 +49,7 @@ class Attempt(BaseModel):
     token: int = Field(description="Fencing token: only this attempt may complete the occurrence while current.")
     attempt: int
     worker_id: str
-    state: Literal["running", "succeeded", "failed", "lost", "cancelled"]
+    state: Literal[states.ATTEMPT_STATES]
     dispatched_at: datetime
     started_at: datetime | None
     heartbeat_at: datetime | None
@@ -59,8 +61,8 @@ class Attempt(BaseModel):
 class Occurrence(BaseModel):
     id: int
     fire_at: datetime = Field(description="The scheduled instant; unique per job.")
-    trigger: Literal["schedule", "manual"]
-    state: Literal["waiting", "ready", "running", "succeeded", "dead", "skipped", "cancelled"]
+    trigger: Literal[states.TRIGGERS]
+    state: Literal[states.OCCURRENCE_STATES]
     attempts: int
     current_token: int | None
     reason: str | None = Field(description="Why it was skipped, died or was cancelled.")

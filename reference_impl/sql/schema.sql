@@ -1,9 +1,18 @@
 -- D2 Kit reference scheduler: the whole schema in one file.
--- Applied idempotently by `d2kit db init` (IF NOT EXISTS everywhere); the operations that
--- change these tables live beside it in operations.sql.
+-- This file is always the WHOLE current schema; the operations that change these tables live beside it in
+-- operations.sql. `d2kit db upgrade` (db.init_schema) applies it to a new database, and to an existing one
+-- after the pending migrations in migrations/, which hold only what IF NOT EXISTS cannot do (a new column on
+-- an existing table, a changed index). So it stays idempotent: IF NOT EXISTS / OR REPLACE everywhere.
 --
 -- Every time in this schema comes from ONE clock: the database's (now() / clock_timestamp()).
 -- Scheduler and worker wall clocks are recorded (processes.skew_ms) but never decide anything.
+
+-- Which migrations this database has had (migrations/README.md). A new database records all of them.
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     integer PRIMARY KEY,
+    name        text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
 
 -- ---------------------------------------------------------------------------------------------
 -- Tenants and pools

@@ -1,0 +1,73 @@
+"""A scheduler replica's maintenance services fail one at a time (reference_impl/maintenance.py).
+
+The fault is real: the test database's d2_rotate_history is replaced by one that raises, so every retention
+pass fails inside PostgreSQL. The replica must keep its liveness heartbeat and keep materialising."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from helpers import scalar
+from sqlalchemy import text
+
+from reference_impl import jobs, tenants
+from reference_impl.scheduler import Scheduler, SchedulerConfig
+from reference_impl.worker import WorkerConfig
+
+# Services whose SQL function the test replaces with one that raises: a real fault, inside PostgreSQL.
+# materialise runs every pass: a replica whose passes stop at the first failure would do nothing else at all.
+BROKEN = {"rotate_history": "d2_rotate_history", "materialise": "d2_materialise"}
+
+
+def break_function(conn, name: str) -> None:
+    arguments = conn.execute(text("SELECT pg_get_function_arguments(CAST(:f AS regproc))"), {"f": name}).scalar()
+    conn.execute(text(f"CREATE OR REPLACE FUNCTION {name}({arguments}) RETURNS integer LANGUAGE plpgsql"
+                      " AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$"))
+
+
+@pytest.fixture
+def replica(database_url):
+    config = SchedulerConfig("maint-1", heartbeat_every_seconds=0.2, retention_every_seconds=0.2)
+    scheduler = Scheduler(database_url, config)
+    thread = threading.Thread(target=scheduler.run, daemon=True)
+    yield scheduler, thread
+    scheduler.stop.set()
+    if thread.ident is not None:
+        thread.join(timeout=10)
+
+
+@pytest.mark.parametrize("broken", BROKEN)
+def test_one_failing_service_stops_none_of_the_others(engine, replica, broken):
+    scheduler, thread = replica
+    with engine.begin() as conn:
+        break_function(conn, BROKEN[broken])
+        tenants.ensure_tenant(conn, "t")
+        job, _ = jobs.submit(conn, "t", jobs.JobSpec(name="due", handler="noop", run_at=datetime.now(UTC)))
+    thread.start()
+    services = scheduler.services
+    assert services[broken].wait_for_passes(5, timeout=30)
+    assert services["heartbeat"].wait_for_passes(3, timeout=30)
+    first_beat = scalar(engine, "SELECT heartbeat_at FROM processes WHERE id = 'maint-1'")
+    assert services["heartbeat"].wait_for_passes(services["heartbeat"].passes + 2, timeout=30)
+
+    assert services[broken].failures >= 5 and "injected fault" in services[broken].last_error
+    healthy = {name: s for name, s in services.items() if name != broken}
+    assert all(s.failures == 0 and s.passes >= 1 for s in healthy.values()), \
+        {name: (s.passes, s.failures, s.last_error) for name, s in healthy.items()}
+    assert scalar(engine, "SELECT heartbeat_at FROM processes WHERE id = 'maint-1'") > first_beat
+    materialised = scalar(engine, "SELECT count(*) FROM occurrences WHERE job_id = :j", j=job["id"])
+    assert materialised == (0 if broken == "materialise" else 1)
+
+
+@pytest.mark.parametrize(("make", "field"), [
+    (lambda: SchedulerConfig("s", reap_every_seconds=0), "reap_every_seconds"),
+    (lambda: SchedulerConfig("s", retention=timedelta(minutes=5)), "retention"),
+    (lambda: WorkerConfig("w", lease_seconds=3, heartbeat_seconds=3), "heartbeat_seconds"),
+    (lambda: WorkerConfig("w", lease_seconds=10, heartbeat_seconds=9.5), "heartbeat_seconds"),
+    (lambda: WorkerConfig("w", concurrency=0), "concurrency"),
+])
+def test_a_config_that_cannot_work_is_refused_naming_the_field(make, field):
+    with pytest.raises(ValueError, match=field):
+        make()
