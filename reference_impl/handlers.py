@@ -119,6 +119,13 @@ def sleep(ctx: JobContext) -> None:
         raise Cancelled("cancelled while sleeping")
 
 
+@handler("hang", validate=_validate_sleep)
+def hang(ctx: JobContext) -> None:
+    """Blocks ``payload.seconds`` (default 1) and never looks at ``ctx.cancelled``: a hung handler (an endless
+    loop, a call without a timeout). Only the max runtime gets its slot back: the worker abandons it."""
+    threading.Event().wait(_number(ctx.payload, "seconds", 1, 0, 7 * 24 * 3600))
+
+
 @handler("fail_n", validate=_validate_fail_n)
 def fail_n(ctx: JobContext) -> None:
     """Fails its first ``payload.n`` attempts (default 1), then succeeds: exercises retries and dead."""

@@ -4,7 +4,11 @@ Four loops share one process; each round trip to the database is batched:
 
 * **claimer** (main thread) -- ``d2_claim`` for up to the free slots; polls every ``poll_seconds`` when
   there is nothing ready, goes again at once when a batch came back full.
-* **executor** -- a thread per slot runs handlers; a finished handler queues its result.
+* **executor** -- a thread per attempt runs its handler; a finished handler queues its result. An attempt past
+  its max runtime (the heartbeat answers ``timeout``) is asked to stop; a handler that has not stopped a
+  heartbeat period later is abandoned: its slot is freed and the attempt completed as failed, which the
+  database records as ``timed_out``. (A thread cannot be killed; an abandoned one that never ends is leaked
+  until the process is recycled.)
 * **heartbeater** -- one ``d2_heartbeat`` per period for every attempt this process holds (running, or
   finished but not yet acknowledged): extends leases, reports skew, hears ``cancel`` / ``lost``. A failed one
   is retried after a short pause, so the leases are renewed as soon as the database is back.
@@ -21,7 +25,6 @@ import logging
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -49,6 +52,8 @@ class Held:
     claimed_at: float  # monotonic time the claim returned
     started_at: datetime | None = None
     finished: bool = False
+    timeout_at: float | None = None  # monotonic time the database first answered 'timeout' for it
+    abandoned: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,25 +110,25 @@ class Worker:
                    for loop in (self._heartbeat_loop, self._complete_loop, self._watch_leases)]
         for thread in threads:
             thread.start()
-        with ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="handler") as executor:
-            while not self.stop.is_set():
-                free = cfg.concurrency - self._busy_slots()
-                if free <= 0:
-                    self.slot_freed.wait(cfg.poll_seconds)
-                    self.slot_freed.clear()
-                    continue
-                want = min(free, cfg.claim_batch)
-                try:
-                    claimed = self._claim(want)
-                except Exception as exc:  # database unreachable or restarting: keep trying
-                    log.warning("claim failed: %s", processes.describe_error(exc))
-                    self.stop.wait(RETRY_PAUSE_SECONDS)
-                    continue
-                for held in claimed:
-                    executor.submit(self._execute, held)
-                if len(claimed) < want:
-                    self.stop.wait(cfg.poll_seconds)
-            self._drain(executor)
+        while not self.stop.is_set():
+            free = cfg.concurrency - self._busy_slots()
+            if free <= 0:
+                self.slot_freed.wait(cfg.poll_seconds)
+                self.slot_freed.clear()
+                continue
+            want = min(free, cfg.claim_batch)
+            try:
+                claimed = self._claim(want)
+            except Exception as exc:  # database unreachable or restarting: keep trying
+                log.warning("claim failed: %s", processes.describe_error(exc))
+                self.stop.wait(RETRY_PAUSE_SECONDS)
+                continue
+            for held in claimed:
+                threading.Thread(target=self._execute, args=(held,), name=f"handler-{held.ctx.token}",
+                                 daemon=True).start()
+            if len(claimed) < want:
+                self.stop.wait(cfg.poll_seconds)
+        self._drain()
         processes.mark_stopped(self.engine, cfg.worker_id)
         self.engine.dispose()
         self.calls.dispose()
@@ -170,6 +175,8 @@ class Worker:
         except Exception as exc:
             ok, error = False, f"{type(exc).__name__}: {exc}"
         with self.lock:
+            if held.abandoned:  # already completed for it, and its slot given back
+                return
             held.finished = True
         self.slot_freed.set()
         self.results.put((held.ctx.token, ok, error))
@@ -210,6 +217,10 @@ class Worker:
                         held.lease.renewed(sent_at)
                         if status == "cancel":
                             held.ctx.cancelled.set()
+                        elif status == "timeout" and held.timeout_at is None:
+                            log.warning("token %d ran past its max runtime: stopping its handler", token)
+                            held.timeout_at = sent_at
+                            held.ctx.cancelled.set()
             time.sleep(cfg.heartbeat_every)
 
     def _holding(self) -> bool:
@@ -226,7 +237,20 @@ class Worker:
                     if held.lease.trusted and not held.lease.check(now):
                         log.warning("lease of token %d no longer trusted: stopping its handler", held.ctx.token)
                         held.ctx.cancelled.set()
+                    if (held.timeout_at is not None and not held.finished
+                            and now - held.timeout_at >= self.config.heartbeat_every):
+                        self._abandon(held)
             time.sleep(period)
+
+    def _abandon(self, held: Held) -> None:
+        """A handler past its max runtime ignored ``ctx.cancelled`` for a heartbeat period: give its slot back and
+        complete its attempt (the database records it timed_out). Called with the lock held."""
+        log.error("token %d: handler did not stop within %g s of its max runtime: abandoning its thread",
+                  held.ctx.token, self.config.heartbeat_every)
+        held.abandoned = held.finished = True
+        self.slot_freed.set()
+        self.results.put((held.ctx.token, False, f"max runtime exceeded: the handler did not stop within "
+                                                 f"{self.config.heartbeat_every:g} s of being cancelled; abandoned"))
 
     # -- completer -------------------------------------------------------------------------------
     def _complete_loop(self) -> None:
@@ -266,7 +290,7 @@ class Worker:
         return True
 
     # -- shutdown --------------------------------------------------------------------------------
-    def _drain(self, executor: ThreadPoolExecutor) -> None:
+    def _drain(self) -> None:
         """Graceful stop: no new claims; give handlers a grace period, then ask them to stop."""
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
         while self._busy_slots() and time.monotonic() < deadline:
@@ -274,7 +298,6 @@ class Worker:
         with self.lock:
             for held in self.held.values():
                 held.ctx.cancelled.set()
-        executor.shutdown(wait=True)
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
         while self._holding() and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -151,3 +151,38 @@ def test_status_reports_processes_and_their_skew(engine, cluster):
     skew = dict(rows(engine, "SELECT id, skew_ms FROM processes"))
     assert 29_000 < skew["s1"] < 31_000
     assert -31_000 < skew["w1"] < -29_000
+
+
+def test_a_hung_handler_times_out_and_its_slot_comes_back_within_the_bound(engine, cluster):
+    """Max runtime 1 s, a handler that ignores cancellation, one slot: the heartbeat answers 'timeout', the worker
+    cancels, then abandons the thread a heartbeat period later; the attempt ends timed_out and the slot runs the
+    next job while the hung thread still blocks."""
+    lease = 1.5  # heartbeat every 0.5 s
+    [hung] = submit_many(engine, 1, delay_s=0, handler="hang", payload={"seconds": 60}, max_runtime_seconds=1,
+                         max_attempts=1)
+    cluster.start_scheduler("s1")
+    cluster.start_worker("w1", concurrency=1, lease=lease)
+    wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=hung) == "dead",
+               timeout=30, what="the hung occurrence to be dead")
+    [attempt] = rows(engine, "SELECT a.state, a.error, extract(epoch FROM a.finished_at - a.dispatched_at) AS held_s,"
+                             " o.reason FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id"
+                             " WHERE o.job_id = :j", j=hung)
+    assert attempt.state == "timed_out" and "max runtime" in attempt.error
+    assert attempt.reason.startswith("timed_out after 1 of 1 attempts")  # the history says why
+    # the bound: max runtime + a heartbeat to hear 'timeout' + a heartbeat of grace + the completion round trip
+    assert attempt.held_s <= 1 + 2 * lease / 3 + 2.0
+    [after] = submit_many(engine, 1, delay_s=0)
+    wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=after) == "succeeded",
+               timeout=15, what="the next job to run in the freed slot, with the hung thread still blocked")
+
+
+def test_a_cooperative_handler_past_its_max_runtime_is_cancelled_and_retried(engine, cluster):
+    [job_id] = submit_many(engine, 1, delay_s=0, handler="sleep", payload={"seconds": 60}, max_runtime_seconds=1,
+                           max_attempts=2, retry_base_seconds=0)
+    cluster.start_scheduler("s1")
+    cluster.start_worker("w1", lease=1.5)
+    wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=job_id) == "dead",
+               timeout=30, what="both attempts to time out")
+    attempts = rows(engine, "SELECT state, error FROM attempts ORDER BY token")
+    assert [a.state for a in attempts] == ["timed_out", "timed_out"]  # retried per its policy, then dead
+    assert all(a.error.startswith("Cancelled") for a in attempts)  # it stopped when asked: nothing abandoned

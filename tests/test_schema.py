@@ -13,7 +13,7 @@ from reference_impl import db, policies, states
 def test_schema_is_idempotent(engine):
     db.init_schema(engine)  # second application: no error, nothing duplicated
     with engine.begin() as conn:
-        assert conn.execute(text("SELECT count(*) FROM state_transitions")).scalar() == 18
+        assert conn.execute(text("SELECT count(*) FROM state_transitions")).scalar() == 19
         assert conn.execute(text("SELECT count(*) FROM pools")).scalar() == 2
 
 
