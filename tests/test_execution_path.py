@@ -186,3 +186,27 @@ def test_a_cooperative_handler_past_its_max_runtime_is_cancelled_and_retried(eng
     attempts = rows(engine, "SELECT state, error FROM attempts ORDER BY token")
     assert [a.state for a in attempts] == ["timed_out", "timed_out"]  # retried per its policy, then dead
     assert all(a.error.startswith("Cancelled") for a in attempts)  # it stopped when asked: nothing abandoned
+
+
+@pytest.mark.parametrize("dedup", [True, False], ids=["token-and-dedup", "token-alone"])
+def test_a_stale_attempt_that_charges_first_is_caught_by_the_dedup_not_by_the_token(engine, cluster, dedup):
+    """The fence refuses a stale write only after a newer token wrote. Here the stale attempt writes FIRST: with
+    the token alone (the negative control) the charge is applied twice; deduplicated on the occurrence's
+    idempotency key it is applied once."""
+    env = {} if dedup else {"D2KIT_UNSAFE_DISABLE_DEDUP": "1"}
+    [job_id] = submit_many(engine, 1, delay_s=0, handler="charge", payload={"amount": 5, "first_attempt_seconds": 30},
+                           retry_base_seconds=0.1)
+    cluster.start_scheduler("s1")
+    cluster.start_worker("paused", lease=2, env=env)
+    stale = wait_until(lambda: scalar(engine, "SELECT token FROM charges"), what="the first attempt's charge")
+    cluster.pause("paused")  # SIGSTOP after it charged: its lease runs out, the occurrence is retried
+    cluster.start_worker("healthy", lease=2, env=env)
+    wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=job_id) == "succeeded",
+               what="the retry to succeed")
+    charges = rows(engine, "SELECT token, outcome FROM charges ORDER BY id")
+    assert charges[0].token == stale and charges[1].token > stale  # the stale attempt wrote first
+    applied = scalar(engine, "SELECT coalesce(sum(amount), 0) FROM charges WHERE outcome = 'applied'")
+    if dedup:
+        assert [c.outcome for c in charges] == ["applied", "duplicate"] and applied == 5
+    else:  # the higher token passes the fence: the customer is charged twice
+        assert [c.outcome for c in charges] == ["applied", "applied"] and applied == 10

@@ -13,6 +13,7 @@
 --   d2_forget_jobs   scheduler replicas: retention -- delete one-shot jobs whose history is older than it
 --   d2_cancel_open   API/CLI/overlap: cancel a job's unfinished occurrences cooperatively
 --   d2_fenced_ledger_write   the demo job's own write path, fenced by token
+--   d2_charge        the demo's non-idempotent effect: deduplicated by idempotency key, and fenced
 
 -- Retry delay after a failed or lost attempt: exponential with full jitter, capped at 5 minutes.
 CREATE OR REPLACE FUNCTION d2_backoff(p_base double precision, p_attempt integer) RETURNS interval
@@ -629,4 +630,28 @@ BEGIN
         FROM (SELECT p_token AS token) t LEFT JOIN attempts a ON a.token = t.token;
     END IF;
     RETURN v_n > 0;
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- A charge, the demo's non-idempotent effect, with BOTH defences (schema.sql, charges, says why one is not
+-- enough). Per idempotency key, under one lock: a token lower than one that already tried is stale (the fence);
+-- a key already applied is a duplicate (the dedup, which is what makes the effect happen once); else applied.
+-- Returns the outcome; only 'applied' changes the balance, and a duplicate is success for the caller.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_charge(p_key text, p_account text, p_amount bigint, p_token bigint) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_outcome text := 'applied';
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('d2_charge:' || p_key));
+    IF EXISTS (SELECT 1 FROM charges WHERE idempotency_key = p_key AND token > p_token) THEN
+        v_outcome := 'stale';
+    ELSIF EXISTS (SELECT 1 FROM charges WHERE idempotency_key = p_key AND outcome = 'applied')
+          -- Test-only switch for the negative control: the fence alone, without the dedup.
+          AND coalesce(current_setting('d2.unsafe_disable_dedup', true), '') <> 'on' THEN
+        v_outcome := 'duplicate';
+    END IF;
+    INSERT INTO charges (idempotency_key, account, amount, token, outcome)
+    VALUES (p_key, p_account, p_amount, p_token, v_outcome);
+    RETURN v_outcome;
 END $$;

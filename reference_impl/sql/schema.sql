@@ -335,6 +335,21 @@ CREATE TABLE IF NOT EXISTS ledger (
     fence_token  bigint NOT NULL,
     written_at   timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+-- The demo of a NON-idempotent effect, a charge: each applied row adds its amount to the account's balance.
+-- A fencing token cannot make it exactly-once: it refuses a stale attempt only AFTER a newer one has written,
+-- and a stale attempt that charges first is accepted -- then the retry charges again. What makes it happen once
+-- is the write path deduplicating on the occurrence's idempotency key (d2_charge); the token adds protection
+-- against a stale attempt that arrives after a newer one. Every try is a row: applied, duplicate or stale.
+CREATE TABLE IF NOT EXISTS charges (
+    id               bigserial PRIMARY KEY,
+    idempotency_key  text NOT NULL,
+    account          text NOT NULL,
+    amount           bigint NOT NULL,
+    token            bigint NOT NULL,
+    outcome          text NOT NULL CHECK (outcome IN ('applied', 'duplicate', 'stale')),
+    at               timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX IF NOT EXISTS charges_key ON charges (idempotency_key);
 CREATE TABLE IF NOT EXISTS ledger_effects (
     id           bigserial PRIMARY KEY,
     key          text NOT NULL,
