@@ -34,7 +34,9 @@ class JobSpec(BaseModel):
     payload: dict[str, Any] = Field(default_factory=dict, validate_default=True)
     run_at: datetime | None = Field(None, description="One-shot: when to run (ISO 8601 with offset).")
     # validate_default: "neither run_at nor cron" is reported on this field, so it needs to run on None
-    cron: str | None = Field(None, validate_default=True, description="Recurring: 5 fields, or 6 with seconds last.")
+    cron: str | None = Field(None, validate_default=True, description=(
+        "Recurring: 5 fields, or 6 with seconds last. A field may be hashed, as Jenkins' H: 'H', 'H(a-b)' or "
+        "'H/n' take a value hashed from the job's name, so a fleet spreads out; stored and shown resolved."))
     timezone: str = Field("UTC", description="IANA time zone the cron expression is read in.")
     dst_gap: Literal[states.DST_GAP] = "shift"
     dst_overlap: Literal[states.DST_OVERLAP] = "first"
@@ -73,6 +75,7 @@ class JobSpec(BaseModel):
         if "run_at" in info.data and (info.data["run_at"] is None) == (value is None):
             raise ValueError("give exactly one of run_at (one-shot) or cron (recurring)")
         if value is not None:
+            value = schedule.resolve_hashed(value, info.data.get("name", ""))
             schedule.validate_cron(value)
         return value
 
