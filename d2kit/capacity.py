@@ -132,6 +132,10 @@ class Capacity:
     short_claims_per_second_at_growth: float
     storage_per_day_at_growth_bytes: float
     catch_up: CatchUp
+    # the midnight spike
+    spike_jobs: float
+    spike_drain_seconds: float          # at the short pool's admission rate: the last one starts this late
+    spike_hashed_per_second: float      # the same jobs hashed over the spread, on top of the peak
 
 
 def derive(scale: Mapping[str, Any], dispatch_per_process: float | None = None,
@@ -172,6 +176,7 @@ def derive(scale: Mapping[str, Any], dispatch_per_process: float | None = None,
     short_share = scale["duration"]["pools"]["short"]["share"]
 
     storm = scale["catch_up"]
+    spike_jobs = workload["jobs"] * scale["spike"]["daily_at_midnight_share"]
     missed = storm["downtime_seconds"] // storm["schedule_period_seconds"]
     spare = storm["short_pool_admission_rate"] - pools["short"].executions_per_second
     run_once_runs = storm["overdue_jobs"]
@@ -224,4 +229,7 @@ def derive(scale: Mapping[str, Any], dispatch_per_process: float | None = None,
         short_claims_per_second_at_growth=peak * growth * short_share,
         storage_per_day_at_growth_bytes=per_day * growth,
         catch_up=catch_up,
+        spike_jobs=spike_jobs,
+        spike_drain_seconds=drain_seconds(spike_jobs, storm["short_pool_admission_rate"]),
+        spike_hashed_per_second=spike_jobs / scale["spike"]["hashed_spread_seconds"],
     )

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from d2kit.bench import check, history, loadtest, results, scenarios
+from d2kit.bench import check, history, loadtest, results, scenarios, spike
 from d2kit.bench.harness import ClusterShape, quiet
 from d2kit.site import design_doc
 
@@ -105,3 +105,11 @@ def test_check_compares_stated_with_measured():
     assert rows["catch-up drain rate (50,000 backlog)"].verdict == "not measured"
     per_worker = rows["dispatch rate of one worker process"].measured
     assert "833 executions/s needed; measured 2,500/s per worker process -> 1 worker processes needed" in per_worker
+
+
+def test_the_spike_part_measures_both_variants_and_loses_nothing():
+    run = spike.compare(SHAPE, jobs=60, spread_seconds=5)
+    for variant in ("same_instant", "hashed"):
+        assert run[variant]["occurrences"] == 60  # every job's fire time in the period started
+        assert run[variant]["fire_lag_ms"]["p99"] is not None
+    assert run["same_instant"]["distinct_fire_seconds"] == 1 < run["hashed"]["distinct_fire_seconds"]

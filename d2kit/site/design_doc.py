@@ -379,6 +379,16 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _bench_part(name: str) -> Any:
+    """One part of the benchmark results in latest.json (``make bench``), or None when it never ran."""
+    try:
+        data = json.loads(LOAD_RESULTS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    bench = data.get("bench") if isinstance(data, Mapping) else None
+    return bench.get(name) if isinstance(bench, Mapping) else None
+
+
 def context(site: bool = False, scale: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Everything a template may use."""
     scale = scale if scale is not None else capacity.load_scale()
@@ -393,6 +403,7 @@ def context(site: bool = False, scale: Mapping[str, Any] | None = None) -> dict[
         "drills": DRILLS,
         "reports": {d.name: read_drill_report(d.name) for d in DRILLS},
         "link": Links(site=site),
+        "bench_spike": _bench_part("spike"),
         "sessions": {"idle_in_transaction_seconds": db.IDLE_IN_TRANSACTION_SECONDS,
                      "statement_timeout_seconds": db.STATEMENT_TIMEOUT_SECONDS,
                      "keepalive_dead_after_seconds": db.KEEPALIVE_IDLE_SECONDS
