@@ -20,9 +20,10 @@ from d2kit import paths
 SCALE_PATH = paths.SCALE_FILE
 
 SECONDS_PER_DAY = 86_400
-# One execution writes five rows: the occurrence insert (materialise), the occurrence update and the
-# attempt insert (claim), the attempt update and the occurrence update (complete).
-ROW_WRITES_PER_EXECUTION = 5
+# One execution writes nine rows: the job's cursor update and the occurrence insert (materialise), the occurrence
+# update and the attempt insert (claim), the attempt update and the occurrence update (complete), and the archive
+# move (history insert, occurrence and attempt deletes). `make bench` measures it (pg_stat_user_tables deltas).
+ROW_WRITES_PER_EXECUTION = 9
 
 
 def load_scale(path: Path = SCALE_PATH) -> dict[str, Any]:
@@ -107,6 +108,7 @@ class Capacity:
     claim_transactions_per_second: float
     heartbeat_transactions_per_second: float
     heartbeat_row_updates_per_second: float
+    row_writes_per_execution: int
     row_writes_per_second: float
     reference_ceiling_per_second: float
     peak_share_of_reference_ceiling: float
@@ -207,6 +209,7 @@ def derive(scale: Mapping[str, Any], dispatch_per_process: float | None = None,
         claim_transactions_per_second=peak / workers["claim_batch"],
         heartbeat_transactions_per_second=processes_total / lease["heartbeat_seconds"],
         heartbeat_row_updates_per_second=heartbeat_rows,
+        row_writes_per_execution=ROW_WRITES_PER_EXECUTION,
         row_writes_per_second=peak * ROW_WRITES_PER_EXECUTION + heartbeat_rows,
         reference_ceiling_per_second=reference,
         peak_share_of_reference_ceiling=peak / reference,

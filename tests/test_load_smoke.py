@@ -25,6 +25,8 @@ def test_offered_load_runs_the_full_path_and_loses_nothing():
     assert run["lost_occurrences"] == 0
     assert run["fire_lag_ms"]["p99"] is not None  # every occurrence has an attempt with a start time
     assert run["executions_per_second"] > 0
+    writes = run["row_writes_per_execution"]  # an occurrence insert, a claim and a completion at the least
+    assert writes["total"] >= 5 and {"occurrences", "attempts", "jobs"} <= set(writes["per_table"])
     assert {"postgres", "worker", "scheduler", "machine"} <= set(run["cpu_percent"])
     assert run["peak_rss_mb"]["worker"] > 0
     assert any(row["completed_per_s"] for row in run["series"])
