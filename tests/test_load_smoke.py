@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from d2kit.bench import check, history, loadtest, results, scenarios, spike
+from d2kit.bench import check, history, loadtest, results, scenarios, skipped, spike
 from d2kit.bench.harness import ClusterShape, quiet
 from d2kit.site import design_doc
 
@@ -115,3 +115,9 @@ def test_the_spike_part_measures_both_variants_and_loses_nothing():
         assert run[variant]["occurrences"] == 60  # every job's fire time in the period started
         assert run[variant]["fire_lag_ms"]["p99"] is not None
     assert run["same_instant"]["distinct_fire_seconds"] == 1 < run["hashed"]["distinct_fire_seconds"]
+
+
+def test_the_skipped_rows_part_writes_both_records():
+    run = skipped.compare(jobs=50, missed=119)
+    assert run["one_row_per_fire_time"]["rows"] == 50 * 119 and run["one_row_per_run"]["rows"] == 50
+    assert run["one_row_per_fire_time"]["bytes"] > run["one_row_per_run"]["bytes"] > 0

@@ -406,6 +406,7 @@ def context(site: bool = False, scale: Mapping[str, Any] | None = None) -> dict[
         "bench_spike": _bench_part("spike"),
         "bench_max_rate": _bench_part("max_rate"),
         "bench_history": _bench_part("history"),
+        "bench_skipped": _bench_part("skipped_rows"),
         "sessions": {"idle_in_transaction_seconds": db.IDLE_IN_TRANSACTION_SECONDS,
                      "statement_timeout_seconds": db.STATEMENT_TIMEOUT_SECONDS,
                      "keepalive_dead_after_seconds": db.KEEPALIVE_IDLE_SECONDS
