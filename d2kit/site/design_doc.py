@@ -23,6 +23,7 @@ from typing import Any
 import jinja2
 
 from d2kit import capacity
+from d2kit.bench import results
 from reference_impl import db
 
 REPO_ROOT = paths.ROOT
@@ -379,16 +380,6 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def _bench_part(name: str) -> Any:
-    """One part of the benchmark results in latest.json (``make bench``), or None when it never ran."""
-    try:
-        data = json.loads(LOAD_RESULTS.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    bench = data.get("bench") if isinstance(data, Mapping) else None
-    return bench.get(name) if isinstance(bench, Mapping) else None
-
-
 def context(site: bool = False, scale: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Everything a template may use."""
     scale = scale if scale is not None else capacity.load_scale()
@@ -398,15 +389,12 @@ def context(site: bool = False, scale: Mapping[str, Any] | None = None) -> dict[
         "scale": scale,
         "cap": cap,
         "load": load,
+        "bench": results.latest(LOAD_RESULTS).get("bench", {}),  # measured figures, rendered as they are in the file
         "load_charts": [chart.name for chart in sorted(LOAD_RESULTS.parent.glob("*.svg"))],
         "comparisons": compare(scale, cap, load),
         "drills": DRILLS,
         "reports": {d.name: read_drill_report(d.name) for d in DRILLS},
         "link": Links(site=site),
-        "bench_spike": _bench_part("spike"),
-        "bench_max_rate": _bench_part("max_rate"),
-        "bench_history": _bench_part("history"),
-        "bench_skipped": _bench_part("skipped_rows"),
         "sessions": {"idle_in_transaction_seconds": db.IDLE_IN_TRANSACTION_SECONDS,
                      "statement_timeout_seconds": db.STATEMENT_TIMEOUT_SECONDS,
                      "keepalive_dead_after_seconds": db.KEEPALIVE_IDLE_SECONDS
