@@ -84,10 +84,7 @@ def run(drill: Drill) -> None:
         time.sleep(2.0)
 
     with drill.phase("stop the schedules; settle"):
-        with drill.engine.begin() as conn:
-            conn.execute(text("UPDATE jobs SET paused = true"))
-            end = conn.execute(text("SELECT min(materialized_through) FROM jobs")).scalar_one()
-        drill.settle(timeout=60)
+        end = drill.stop_schedules(timeout=60)
 
     with drill.engine.begin() as conn:
         _check(drill, conn, paused_at, resumed_at, session_ended, pid, xid, locked)
