@@ -20,9 +20,10 @@ from d2kit import paths
 SCALE_PATH = paths.SCALE_FILE
 
 SECONDS_PER_DAY = 86_400
-# One execution writes five rows: the occurrence insert (materialise), the occurrence update and the
-# attempt insert (claim), the attempt update and the occurrence update (complete).
-ROW_WRITES_PER_EXECUTION = 5
+# One execution writes nine rows: the job's cursor update and the occurrence insert (materialise), the occurrence
+# update and the attempt insert (claim), the attempt update and the occurrence update (complete), and the archive
+# move (history insert, occurrence and attempt deletes). `make bench` measures it (pg_stat_user_tables deltas).
+ROW_WRITES_PER_EXECUTION = 9
 
 
 def load_scale(path: Path = SCALE_PATH) -> dict[str, Any]:
@@ -107,6 +108,7 @@ class Capacity:
     claim_transactions_per_second: float
     heartbeat_transactions_per_second: float
     heartbeat_row_updates_per_second: float
+    row_writes_per_execution: int
     row_writes_per_second: float
     reference_ceiling_per_second: float
     peak_share_of_reference_ceiling: float
@@ -132,6 +134,10 @@ class Capacity:
     short_claims_per_second_at_growth: float
     storage_per_day_at_growth_bytes: float
     catch_up: CatchUp
+    # the midnight spike
+    spike_jobs: float
+    spike_drain_seconds: float          # at the short pool's admission rate: the last one starts this late
+    spike_hashed_per_second: float      # the same jobs hashed over the spread, on top of the peak
 
 
 def derive(scale: Mapping[str, Any], dispatch_per_process: float | None = None,
@@ -172,6 +178,7 @@ def derive(scale: Mapping[str, Any], dispatch_per_process: float | None = None,
     short_share = scale["duration"]["pools"]["short"]["share"]
 
     storm = scale["catch_up"]
+    spike_jobs = workload["jobs"] * scale["spike"]["daily_at_midnight_share"]
     missed = storm["downtime_seconds"] // storm["schedule_period_seconds"]
     spare = storm["short_pool_admission_rate"] - pools["short"].executions_per_second
     run_once_runs = storm["overdue_jobs"]
@@ -202,6 +209,7 @@ def derive(scale: Mapping[str, Any], dispatch_per_process: float | None = None,
         claim_transactions_per_second=peak / workers["claim_batch"],
         heartbeat_transactions_per_second=processes_total / lease["heartbeat_seconds"],
         heartbeat_row_updates_per_second=heartbeat_rows,
+        row_writes_per_execution=ROW_WRITES_PER_EXECUTION,
         row_writes_per_second=peak * ROW_WRITES_PER_EXECUTION + heartbeat_rows,
         reference_ceiling_per_second=reference,
         peak_share_of_reference_ceiling=peak / reference,
@@ -224,4 +232,7 @@ def derive(scale: Mapping[str, Any], dispatch_per_process: float | None = None,
         short_claims_per_second_at_growth=peak * growth * short_share,
         storage_per_day_at_growth_bytes=per_day * growth,
         catch_up=catch_up,
+        spike_jobs=spike_jobs,
+        spike_drain_seconds=drain_seconds(spike_jobs, storm["short_pool_admission_rate"]),
+        spike_hashed_per_second=spike_jobs / scale["spike"]["hashed_spread_seconds"],
     )

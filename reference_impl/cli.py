@@ -15,6 +15,7 @@ from rich.console import Console
 
 from reference_impl import cleaner, db, policies, states
 from reference_impl.api.cli import register as register_api
+from reference_impl.lease import HEARTBEAT_SECONDS
 from reference_impl.supervisor import BACKOFF_FIRST, BACKOFF_MAX
 
 app = typer.Typer(
@@ -394,6 +395,9 @@ def scheduler_run(
     archive_after_seconds: float = typer.Option(
         cleaner.DEFAULT_ARCHIVE_AFTER.total_seconds(), min=0,
         help="Finished executions stay in the queue tables this long, then move to the history partitions."),
+    reap_grace_seconds: float = typer.Option(
+        HEARTBEAT_SECONDS, min=0, help="After (re)connecting, reap nothing for this long: at least the workers' "
+                                       "heartbeat period, so a database outage alone expires no lease."),
 ) -> None:
     """Run one scheduler replica until SIGTERM/SIGINT."""
     import threading
@@ -404,7 +408,7 @@ def scheduler_run(
 
     try:
         config = SchedulerConfig(process_id, archive_after=timedelta(seconds=archive_after_seconds),
-                                 retention=timedelta(days=retention_days))
+                                 retention=timedelta(days=retention_days), reap_grace_seconds=reap_grace_seconds)
     except ValueError as exc:
         _fail(str(exc))
     processes.configure_logging(process_id)
@@ -419,8 +423,9 @@ def worker_run(
     process_id: str = typer.Option("worker-1", "--id", help="Unique process id."),
     pool: str = typer.Option("short", help="Pool to serve."),
     concurrency: int = typer.Option(16, min=1, help="Handler slots (threads)."),
-    lease: float = typer.Option(30.0, min=0.5, help="Lease seconds (database clock)."),
-    heartbeat: float = typer.Option(None, help="Heartbeat period in seconds (default lease/3)."),
+    lease: float = typer.Option(None, min=0.5, help="Lease seconds, database clock (default: the pool's, "
+                                                  "30 s short, 120 s long)."),
+    heartbeat: float = typer.Option(None, help="Heartbeat period in seconds (default lease/3, at most 10)."),
     poll: float = typer.Option(0.05, help="Idle poll period in seconds."),
     batch: int = typer.Option(64, min=1, help="Max occurrences per claim."),
 ) -> None:
@@ -443,7 +448,7 @@ def up(
     schedulers: int = typer.Option(3, min=1, help="Scheduler replicas."),
     workers: int = typer.Option(4, min=0, help="Workers for the 'short' pool."),
     long_workers: int = typer.Option(1, min=0, help="Workers for the 'long' pool."),
-    lease: float = typer.Option(30.0, help="Worker lease seconds."),
+    lease: float = typer.Option(None, help="Worker lease seconds (default: each pool's)."),
     archive_after_seconds: float = typer.Option(
         cleaner.DEFAULT_ARCHIVE_AFTER.total_seconds(), min=0,
         help="Schedulers move finished executions to the history partitions after this long."),

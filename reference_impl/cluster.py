@@ -66,10 +66,11 @@ class LocalCluster:
                         prefix: list[str] | None = None, extra_args: list[str] | None = None) -> Member:
         return self._spawn(name, "scheduler", extra_args or [], None, env, prefix)
 
-    def start_worker(self, name: str, *, pool: str = "short", concurrency: int = 16, lease: float = 30.0,
+    def start_worker(self, name: str, *, pool: str = "short", concurrency: int = 16, lease: float | None = None,
                      url: str | None = None, env: dict[str, str] | None = None,
                      prefix: list[str] | None = None, extra_args: list[str] | None = None) -> Member:
-        args = ["--pool", pool, "--concurrency", str(concurrency), "--lease", str(lease), *(extra_args or [])]
+        args = ["--pool", pool, "--concurrency", str(concurrency), *(["--lease", str(lease)] if lease else []),
+                *(extra_args or [])]
         return self._spawn(name, "worker", args, url, env, prefix)
 
     def start_api(self, name: str = "api", *, port: int = 8000) -> Member:

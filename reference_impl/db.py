@@ -20,6 +20,37 @@ from sqlalchemy.engine import make_url
 SQL_FILES = ("schema.sql", "operations.sql")
 MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
+# Every session of the kit's services (scheduler, worker, API, CLI) carries these. A client that stops in the
+# middle of a transaction -- SIGSTOP, a long GC pause, a frozen VM, a partition -- keeps its row locks (a
+# scheduler pass holds FOR UPDATE on up to 500 due jobs) until PostgreSQL ends its session, and by default it
+# never does: no timeout applies, and TCP keepalives, if any, take hours. Each value is set by what it protects:
+#   idle in transaction  no transaction of the kit waits on its client for more than a pass's planning
+#                        (milliseconds), and a paused replica's locked jobs must go back well inside the fire lag
+#                        target (5 s p99); occurrences are written 2 s ahead, so most of the wait is absorbed
+#                        (the scheduler-paused drill measures how late they come out).
+#   statement            the short pool's lease: no statement of the kit outlives a lease.
+#   keepalives           a peer that vanished (partition, dead host) is noticed by both ends within
+#                        idle + interval x count = 5 + 2 x 3 = 11 s, a third of a lease.
+# The drills' and benchmarks' own sessions (scratch_database) go without: they hold old snapshots on purpose.
+IDLE_IN_TRANSACTION_SECONDS = 3
+STATEMENT_TIMEOUT_SECONDS = 30
+KEEPALIVE_IDLE_SECONDS, KEEPALIVE_INTERVAL_SECONDS, KEEPALIVE_COUNT = 5, 2, 3
+
+
+def session_settings() -> dict[str, str | int]:
+    """libpq connection parameters: client-side keepalives, and the server-side settings as ``options``."""
+    if os.environ.get("D2KIT_UNSAFE_NO_SESSION_TIMEOUTS") == "1":  # the scheduler-paused drill's negative control
+        return {}
+    dead_after = KEEPALIVE_IDLE_SECONDS + KEEPALIVE_INTERVAL_SECONDS * KEEPALIVE_COUNT
+    server = {"idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_SECONDS * 1000,
+              "statement_timeout": STATEMENT_TIMEOUT_SECONDS * 1000,
+              "tcp_keepalives_idle": KEEPALIVE_IDLE_SECONDS, "tcp_keepalives_interval": KEEPALIVE_INTERVAL_SECONDS,
+              "tcp_keepalives_count": KEEPALIVE_COUNT, "tcp_user_timeout": dead_after * 1000}
+    return {"keepalives": 1, "keepalives_idle": KEEPALIVE_IDLE_SECONDS,
+            "keepalives_interval": KEEPALIVE_INTERVAL_SECONDS, "keepalives_count": KEEPALIVE_COUNT,
+            "tcp_user_timeout": dead_after * 1000,
+            "options": " ".join(f"-c {name}={value}" for name, value in server.items())}
+
 
 def database_url() -> str:
     """The URL in use: DATABASE_URL, or the embedded server's (started if needed)."""
@@ -39,20 +70,22 @@ def sqlalchemy_url(url: str) -> str:
 
 
 def make_engine(url: str | None = None, *, pool_size: int = 5, application_name: str = "d2kit",
-                single_statement: bool = False) -> Engine:
+                single_statement: bool = False, timeouts: bool = True) -> Engine:
     """An engine that reconnects by itself: pre-ping on checkout, short connect timeout.
 
     ``single_statement=True`` is for callers whose every transaction is ONE statement (a worker's d2_claim,
     d2_heartbeat, d2_complete): autocommit and no pre-ping make each call one round trip instead of four
     (ping, BEGIN, statement, COMMIT). A dead connection then shows as that statement failing; the caller
-    retries, and SQLAlchemy has already dropped the pool's stale connections."""
+    retries, and SQLAlchemy has already dropped the pool's stale connections.
+    ``timeouts=False`` drops the session timeouts above (the drills' and benchmarks' own sessions only)."""
     return create_engine(
         sqlalchemy_url(url or database_url()),
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=not single_statement,
         pool_recycle=300,
-        connect_args={"connect_timeout": 3, "application_name": application_name},
+        connect_args={"connect_timeout": 3, "application_name": application_name,
+                      **(session_settings() if timeouts else {})},
         **({"isolation_level": "AUTOCOMMIT"} if single_statement else {}),
     )
 
@@ -138,7 +171,7 @@ def scratch_database(server_url: str, prefix: str, *, schema: bool = True, pool_
                      application_name: str = "d2kit") -> Iterator[tuple[str, Engine]]:
     """A fresh database (with the schema unless ``schema=False``) and an engine on it; dropped afterwards."""
     url = create_scratch_database(server_url, prefix)
-    engine = make_engine(url, pool_size=pool_size, application_name=application_name)
+    engine = make_engine(url, pool_size=pool_size, application_name=application_name, timeouts=False)
     try:
         if schema:
             init_schema(engine)

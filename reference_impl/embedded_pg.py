@@ -10,7 +10,9 @@ the tests share it; ``d2kit db stop`` stops it.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,16 @@ def status(pgdata: Path | None = None) -> dict[str, Any]:
             "initialised": (folder / "PG_VERSION").exists(), "running": running,
             "pid": info.pid if running else None, "url": info.get_uri() if running else None,
             "version": pgserver._commands.postgres(["--version"]).strip()}
+
+
+def outage(seconds: float, pgdata: Path | None = None) -> None:
+    """Stop the server (fast shutdown), stay down ``seconds``, then start it with the options it ran with: a
+    restart as long as a failover. Clients see their connections cut, then refused, then accepted again."""
+    folder = pgdata or data_dir()
+    options = shlex.split((folder / "postmaster.opts").read_text())[3:]  # without the binary and its -D pair
+    _pg_ctl("-m", "fast", "stop", pgdata=folder)
+    time.sleep(seconds)
+    _pg_ctl("-o", shlex.join(options), "-l", str(folder / "outage.log"), "start", pgdata=folder)
 
 
 def stop(pgdata: Path | None = None) -> bool:

@@ -53,6 +53,15 @@ class JobContext:
     def idempotency_key(self) -> str:
         return f"job-{self.job_id}@{self.fire_at.isoformat()}"
 
+    def charge(self, account: str, amount: int) -> str:
+        """Charge once per occurrence: deduplicated by ``idempotency_key`` and fenced by ``token`` (d2_charge).
+        Returns 'applied', 'duplicate' (an earlier attempt already charged: success) or 'stale'."""
+        with self.engine.begin() as conn:
+            if os.environ.get("D2KIT_UNSAFE_DISABLE_DEDUP") == "1":  # negative control only: the token alone
+                conn.execute(text("SET LOCAL d2.unsafe_disable_dedup = on"))
+            return conn.execute(text("SELECT d2_charge(:k, :a, :n, :t)"), {
+                "k": self.idempotency_key, "a": account, "n": amount, "t": self.token}).scalar_one()
+
     def fenced_ledger_write(self, key: str, value: str) -> bool:
         """Write through the fence: refused (False) if a higher token already wrote ``key``."""
         with self.engine.begin() as conn:
@@ -117,6 +126,32 @@ def sleep(ctx: JobContext) -> None:
     """Sleeps ``payload.seconds`` (default 1), stopping early if cancelled."""
     if ctx.cancelled.wait(_number(ctx.payload, "seconds", 1, 0, 7 * 24 * 3600)):
         raise Cancelled("cancelled while sleeping")
+
+
+@handler("hang", validate=_validate_sleep)
+def hang(ctx: JobContext) -> None:
+    """Blocks ``payload.seconds`` (default 1) and never looks at ``ctx.cancelled``: a hung handler (an endless
+    loop, a call without a timeout). Only the max runtime gets its slot back: the worker abandons it."""
+    threading.Event().wait(_number(ctx.payload, "seconds", 1, 0, 7 * 24 * 3600))
+
+
+def _validate_charge(payload: dict[str, Any]) -> None:
+    _number(payload, "amount", 1, 1, 1_000_000)
+    _number(payload, "first_attempt_seconds", 0, 0, 24 * 3600)
+    if not isinstance(payload.get("account", "demo"), str):
+        raise ValueError("payload.account must be a string")
+
+
+@handler("charge", validate=_validate_charge)
+def charge(ctx: JobContext) -> None:
+    """Charges ``payload.amount`` (default 1) to ``payload.account`` at once, then works: the first attempt for
+    ``payload.first_attempt_seconds`` (default 0), so a stalled first attempt charges BEFORE its retry does --
+    the case a fencing token cannot catch and the idempotency-key dedup does (d2_charge)."""
+    outcome = ctx.charge(str(ctx.payload.get("account", "demo")), int(_number(ctx.payload, "amount", 1, 1, 1_000_000)))
+    if outcome == "stale":
+        raise StaleToken(f"charge refused token {ctx.token} for {ctx.idempotency_key}")
+    if ctx.attempt == 1:
+        threading.Event().wait(_number(ctx.payload, "first_attempt_seconds", 0, 0, 24 * 3600))
 
 
 @handler("fail_n", validate=_validate_fail_n)

@@ -34,7 +34,9 @@ class JobSpec(BaseModel):
     payload: dict[str, Any] = Field(default_factory=dict, validate_default=True)
     run_at: datetime | None = Field(None, description="One-shot: when to run (ISO 8601 with offset).")
     # validate_default: "neither run_at nor cron" is reported on this field, so it needs to run on None
-    cron: str | None = Field(None, validate_default=True, description="Recurring: 5 fields, or 6 with seconds last.")
+    cron: str | None = Field(None, validate_default=True, description=(
+        "Recurring: 5 fields, or 6 with seconds last. A field may be hashed, as Jenkins' H: 'H', 'H(a-b)' or "
+        "'H/n' take a value hashed from the job's name, so a fleet spreads out; stored and shown resolved."))
     timezone: str = Field("UTC", description="IANA time zone the cron expression is read in.")
     dst_gap: Literal[states.DST_GAP] = "shift"
     dst_overlap: Literal[states.DST_OVERLAP] = "first"
@@ -46,6 +48,8 @@ class JobSpec(BaseModel):
     expected_duration_seconds: float | None = Field(None, ge=0, le=7 * 86_400)
     max_attempts: int = Field(3, ge=1, le=25)
     retry_base_seconds: float = Field(1.0, ge=0, le=3600)
+    max_runtime_seconds: float | None = Field(None, gt=0, le=7 * 86_400,
+                                              description="Defaults to the pool's (10 minutes short, 7 hours long).")
     idempotency_key: str | None = Field(None, min_length=1, max_length=200)
 
     @field_validator("handler")
@@ -71,6 +75,7 @@ class JobSpec(BaseModel):
         if "run_at" in info.data and (info.data["run_at"] is None) == (value is None):
             raise ValueError("give exactly one of run_at (one-shot) or cron (recurring)")
         if value is not None:
+            value = schedule.resolve_hashed(value, info.data.get("name", ""))
             schedule.validate_cron(value)
         return value
 
@@ -128,8 +133,8 @@ def unstorable_values(spec: JobSpec) -> list[tuple[tuple[str | int, ...], str]]:
 JOB_COLUMNS = (
     "id, tenant_id, name, handler, payload, pool, schedule_kind, run_at, cron, timezone, dst_gap, dst_overlap,"
     " misfire_policy, extract(epoch FROM catchup_window)::int AS catchup_window_seconds, max_catchup,"
-    " overlap_policy, max_attempts, retry_base_seconds, idempotency_key, paused, deleted_at,"
-    " materialized_through, next_fire_at, schedule_error, created_at"
+    " overlap_policy, max_attempts, retry_base_seconds, extract(epoch FROM max_runtime)::float8 AS max_runtime_seconds,"
+    " idempotency_key, paused, deleted_at, materialized_through, next_fire_at, schedule_error, created_at"
 )
 
 
@@ -152,17 +157,18 @@ def submit(conn: Connection, tenant_id: str, spec: JobSpec) -> tuple[dict[str, A
     row = conn.execute(text(
         "INSERT INTO jobs (tenant_id, name, handler, payload, pool, schedule_kind, run_at, cron, timezone,"
         " dst_gap, dst_overlap, misfire_policy, catchup_window, max_catchup, overlap_policy, max_attempts,"
-        " retry_base_seconds, idempotency_key, materialized_through, next_fire_at)"
+        " retry_base_seconds, max_runtime, idempotency_key, materialized_through, next_fire_at)"
         " VALUES (:tenant, :name, :handler, CAST(:payload AS jsonb), :pool, :kind, :run_at, :cron, :tz,"
         " :gap, :overlap, :misfire, make_interval(secs => :window), :max_catchup, :overlap_policy,"
-        " :max_attempts, :retry_base, :key, :through, :next_fire)"
+        " :max_attempts, :retry_base, make_interval(secs => :max_runtime), :key, :through, :next_fire)"
         " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING id"),
         {"tenant": tenant_id, "name": spec.name, "handler": spec.handler, "payload": json.dumps(spec.payload),
          "pool": spec.resolved_pool(), "kind": sched.kind, "run_at": spec.run_at, "cron": spec.cron,
          "tz": spec.timezone, "gap": spec.dst_gap, "overlap": spec.dst_overlap, "misfire": spec.misfire_policy,
          "window": spec.catchup_window_seconds, "max_catchup": spec.max_catchup,
          "overlap_policy": spec.overlap_policy, "max_attempts": spec.max_attempts,
-         "retry_base": spec.retry_base_seconds, "key": spec.idempotency_key, "through": through,
+         "retry_base": spec.retry_base_seconds, "max_runtime": spec.max_runtime_seconds,
+         "key": spec.idempotency_key, "through": through,
          "next_fire": next_fire}).first()
     if row is None:  # lost a race with a concurrent submit of the same key: theirs is the job
         return get(conn, tenant_id, key=spec.idempotency_key), False

@@ -69,3 +69,18 @@ def describe_error(exc: Exception) -> str:
     """First line of an error, for a log line (psycopg errors run to many lines)."""
     message = str(exc).strip()
     return message.splitlines()[0][:200] if message else type(exc).__name__
+
+
+# The database answered, and said it is down: shut down, crashed, starting up or shutting down (SQLSTATE class 57P),
+# or nothing listens at its address any more. A partitioned network never says either: it does not answer.
+DOWN_SQLSTATES = ("57P01", "57P02", "57P03")
+DOWN_MESSAGES = ("Connection refused", "No such file or directory", "the database system is starting up",
+                 "the database system is shutting down", "terminating connection due to administrator command")
+
+
+def database_down(exc: Exception) -> bool:
+    """Did this error come from a database that is down (rather than from no answer at all)?"""
+    if os.environ.get("D2KIT_UNSAFE_IGNORE_DATABASE_DOWN") == "1":  # the postgres-restart drill's negative control
+        return False
+    cause = getattr(exc, "orig", None) or exc
+    return getattr(cause, "sqlstate", None) in DOWN_SQLSTATES or any(m in str(exc) for m in DOWN_MESSAGES)

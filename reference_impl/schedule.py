@@ -20,6 +20,8 @@ All results are UTC instants; nothing here reads a clock -- callers pass the dat
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -126,6 +128,43 @@ def next_fire_after(schedule: Schedule, after: datetime) -> datetime | None:
     if schedule.kind == "once":
         return schedule.run_at if schedule.run_at is not None and schedule.run_at > after else None
     return _cron_fire_times(schedule, after, None)[0].at
+
+
+# Hashed fields, as Jenkins' ``H`` (and the SRE book's cron chapter): real schedules bunch at :00 and midnight,
+# so ``H`` lets a field take a value hashed from the job's name -- stable, so the same job always fires at the
+# same time, but different per job, so a fleet of "H 0 * * *" spreads over the hour instead of firing at once.
+# ``H`` takes the field's whole range (day of month: 1-28, every month has those), ``H(a-b)`` a value in
+# a..b, ``H/n`` every n starting at a hashed offset below n.
+_FIELD_RANGES = ((("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 28), ("month", 1, 12),
+                  ("day of week", 0, 6), ("second", 0, 59)))
+_HASHED = re.compile(r"H(?:\((\d+)-(\d+)\))?(?:/(\d+))?")
+
+
+def resolve_hashed(expression: str, seed: str) -> str:
+    """The expression with every ``H`` field replaced by its value for ``seed`` (the job's name). Raises
+    ValueError naming the field for a malformed or out-of-range ``H``."""
+    fields = expression.split()
+    resolved = []
+    for index, text_ in enumerate(fields):
+        if not text_.startswith("H") or index >= len(_FIELD_RANGES):
+            resolved.append(text_)
+            continue
+        name, low, high = _FIELD_RANGES[index]
+        match = _HASHED.fullmatch(text_)
+        if match is None:
+            raise ValueError(f"{name} field '{text_}': a hashed field is H, H(a-b) or H/n")
+        a, b, step = match.groups()
+        first, last = (int(a), int(b)) if a is not None else (low, high)
+        if not low <= first <= last <= high:
+            raise ValueError(f"{name} field '{text_}': the range must lie within {low}-{high}")
+        digest = int.from_bytes(hashlib.sha256(f"{seed}|{index}".encode()).digest()[:8], "big")
+        if step is not None:
+            if not 1 <= int(step) <= last - first + 1:
+                raise ValueError(f"{name} field '{text_}': the step must be 1 to {last - first + 1}")
+            resolved.append(f"{first + digest % int(step)}-{last}/{step}")
+        else:
+            resolved.append(str(first + digest % (last - first + 1)))
+    return " ".join(resolved)
 
 
 def validate_cron(expression: str) -> None:

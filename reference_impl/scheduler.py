@@ -15,6 +15,7 @@ A failing service is counted and tried again on its next period; it never stops 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from datetime import timedelta
 from sqlalchemy import Connection
 
 from reference_impl import cleaner, db, materializer, processes, reaper
+from reference_impl.lease import HEARTBEAT_SECONDS
 from reference_impl.maintenance import Service
 
 log = logging.getLogger("d2kit.scheduler")
@@ -33,6 +35,11 @@ class SchedulerConfig:
     scheduler_id: str
     tick_seconds: float = 0.1        # materialise pass period (occurrences are written LOOKAHEAD early)
     reap_every_seconds: float = 0.5  # lease expiry is detected within this of the lease running out
+    # After a reap pass fails (the database unreachable) this replica reaps nothing until it has been back for one
+    # workers' heartbeat period. A lease that ran out while the database was unreachable ran out because nobody
+    # could heartbeat, not because its worker died: the workers' retried heartbeats renew it first (lease.py).
+    # A dead worker is found one grace later. A replica that has not seen a failure reaps from its start.
+    reap_grace_seconds: float = HEARTBEAT_SECONDS
     heartbeat_every_seconds: float = 1.0
     archive_every_seconds: float = 1.0  # one batch per second, or per pass while batches come back full
     archive_after: timedelta = cleaner.DEFAULT_ARCHIVE_AFTER
@@ -57,7 +64,7 @@ class Scheduler:
         cfg = config
         self.services = {service.name: service for service in (
             Service("materialise", cfg.tick_seconds, materializer.materialise_due, batch=materializer.JOBS_PER_PASS),
-            Service("reap", cfg.reap_every_seconds, reaper.reap_expired, batch=reaper.REAP_BATCH),
+            Service("reap", cfg.reap_every_seconds, self._reap, batch=reaper.REAP_BATCH),
             Service("archive", cfg.archive_every_seconds,
                     lambda conn: cleaner.archive_finished(conn, cfg.archive_after), batch=cleaner.ARCHIVE_BATCH),
             Service("rotate_history", cfg.retention_every_seconds,
@@ -67,6 +74,15 @@ class Scheduler:
             Service("heartbeat", cfg.heartbeat_every_seconds, self._heartbeat),
         )}
         self._enrolled = False
+        self._reachable_since = -math.inf  # monotonic: the first reap pass that succeeded after one that failed
+
+    def _reap(self, conn: Connection) -> int:
+        now = time.monotonic()
+        if self.services["reap"].last_error is not None:  # the pass before this one failed: the database is back
+            self._reachable_since = now
+        if now - self._reachable_since < self.config.reap_grace_seconds:
+            return 0
+        return reaper.reap_expired(conn)
 
     def _heartbeat(self, conn: Connection) -> int:
         if self._enrolled:

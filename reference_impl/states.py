@@ -10,7 +10,7 @@ from __future__ import annotations
 OCCURRENCE_OPEN = ("waiting", "ready", "running")
 OCCURRENCE_TERMINAL = ("succeeded", "dead", "skipped", "cancelled")
 OCCURRENCE_STATES = OCCURRENCE_OPEN + OCCURRENCE_TERMINAL
-ATTEMPT_STATES = ("running", "succeeded", "failed", "lost", "cancelled")
+ATTEMPT_STATES = ("running", "succeeded", "failed", "lost", "cancelled", "timed_out")
 TRIGGERS = ("schedule", "manual")  # how an occurrence came to be: its fire time, or someone asking
 SCHEDULE_KINDS = ("once", "cron")
 POOLS = ("short", "long")

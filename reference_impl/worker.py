@@ -4,9 +4,14 @@ These loops share one process; each round trip to the database is batched:
 
 * **claimer** (main thread) -- ``d2_claim`` for up to the free slots; polls every ``poll_seconds`` when
   there is nothing ready, goes again at once when a batch came back full.
-* **executor** -- a thread per slot runs handlers; a finished handler queues its result.
+* **executor** -- a thread per attempt runs its handler; a finished handler queues its result. An attempt past
+  its max runtime (the heartbeat answers ``timeout``) is asked to stop; a handler that has not stopped a
+  heartbeat period later is abandoned: its slot is freed and the attempt completed as failed, which the
+  database records as ``timed_out``. (A thread cannot be killed; an abandoned one that never ends is leaked
+  until the process is recycled.)
 * **heartbeater** -- one ``d2_heartbeat`` per period for every attempt this process holds (running, or
-  finished but not yet acknowledged): extends leases, reports skew, hears ``cancel`` / ``lost``.
+  finished but not yet acknowledged): extends leases, reports skew, hears ``cancel`` / ``lost``. A failed one
+  is retried after a short pause, so the leases are renewed as soon as the database is back.
 * **completer** -- drains the result queue into one ``d2_complete`` call; results that could not be sent
   (database down) stay queued and are sent again -- a completion is never dropped, and a stale one is
   refused by the fence, not by luck.
@@ -20,7 +25,6 @@ import logging
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -28,7 +32,7 @@ from sqlalchemy import text
 
 from reference_impl import db, processes
 from reference_impl.handlers import HANDLERS, JobContext
-from reference_impl.lease import SAFETY_MARGIN_FRACTION, Lease
+from reference_impl.lease import POOL_LEASE_SECONDS, SAFETY_MARGIN_FRACTION, Lease, heartbeat_period
 
 log = logging.getLogger("d2kit.worker")
 
@@ -48,6 +52,8 @@ class Held:
     claimed_at: float  # monotonic time the claim returned
     started_at: datetime | None = None
     finished: bool = False
+    timeout_at: float | None = None  # monotonic time the database first answered 'timeout' for it
+    abandoned: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,26 +61,30 @@ class WorkerConfig:
     worker_id: str
     pool: str = "short"
     concurrency: int = 16
-    lease_seconds: float = 30.0
-    heartbeat_seconds: float | None = None  # default: a third of the lease
+    lease_seconds: float | None = None      # default: the pool's (lease.POOL_LEASE_SECONDS)
+    heartbeat_seconds: float | None = None  # default: lease.heartbeat_period
     poll_seconds: float = 0.05
     claim_batch: int = 64
     shutdown_grace_seconds: float = 10.0
 
     def __post_init__(self) -> None:
-        for name in ("concurrency", "lease_seconds", "poll_seconds", "claim_batch", "shutdown_grace_seconds"):
+        for name in ("concurrency", "lease", "poll_seconds", "claim_batch", "shutdown_grace_seconds"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"WorkerConfig.{name} must be > 0, got {getattr(self, name)}")
-        trusted_for = self.lease_seconds * (1 - SAFETY_MARGIN_FRACTION)
+        trusted_for = self.lease * (1 - SAFETY_MARGIN_FRACTION)
         if self.heartbeat_every >= trusted_for:
             # The worker would stop trusting every lease before its next heartbeat could renew it.
             raise ValueError(f"WorkerConfig.heartbeat_seconds ({self.heartbeat_every:g}) must be shorter than the "
                              f"part of the lease a worker trusts ({trusted_for:g} s of lease_seconds "
-                             f"{self.lease_seconds:g})")
+                             f"{self.lease:g})")
+
+    @property
+    def lease(self) -> float:
+        return self.lease_seconds or POOL_LEASE_SECONDS[self.pool]
 
     @property
     def heartbeat_every(self) -> float:
-        return self.heartbeat_seconds or self.lease_seconds / 3
+        return self.heartbeat_seconds or heartbeat_period(self.lease)
 
 
 class Worker:
@@ -100,25 +110,25 @@ class Worker:
                    for loop in (self._heartbeat_loop, self._complete_loop, self._watch_leases)]
         for thread in threads:
             thread.start()
-        with ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="handler") as executor:
-            while not self.stop.is_set():
-                free = cfg.concurrency - self._busy_slots()
-                if free <= 0:
-                    self.slot_freed.wait(cfg.poll_seconds)
-                    self.slot_freed.clear()
-                    continue
-                want = min(free, cfg.claim_batch)
-                try:
-                    claimed = self._claim(want)
-                except Exception as exc:  # database unreachable or restarting: keep trying
-                    log.warning("claim failed: %s", processes.describe_error(exc))
-                    self.stop.wait(RETRY_PAUSE_SECONDS)
-                    continue
-                for held in claimed:
-                    executor.submit(self._execute, held)
-                if len(claimed) < want:
-                    self.stop.wait(cfg.poll_seconds)
-            self._drain(executor)
+        while not self.stop.is_set():
+            free = cfg.concurrency - self._busy_slots()
+            if free <= 0:
+                self.slot_freed.wait(cfg.poll_seconds)
+                self.slot_freed.clear()
+                continue
+            want = min(free, cfg.claim_batch)
+            try:
+                claimed = self._claim(want)
+            except Exception as exc:  # database unreachable or restarting: keep trying
+                log.warning("claim failed: %s", processes.describe_error(exc))
+                self.stop.wait(RETRY_PAUSE_SECONDS)
+                continue
+            for held in claimed:
+                threading.Thread(target=self._execute, args=(held,), name=f"handler-{held.ctx.token}",
+                                 daemon=True).start()
+            if len(claimed) < want:
+                self.stop.wait(cfg.poll_seconds)
+        self._drain()
         processes.mark_stopped(self.engine, cfg.worker_id)
         self.engine.dispose()
         self.calls.dispose()
@@ -137,14 +147,14 @@ class Worker:
         sent_at = time.monotonic()
         with self.calls.connect() as conn:
             rows = conn.execute(CLAIM_SQL, {"pool": cfg.pool, "worker": cfg.worker_id, "n": want,
-                                            "lease": cfg.lease_seconds}).mappings().all()
+                                            "lease": cfg.lease}).mappings().all()
         claimed = []
         with self.lock:
             for row in rows:
                 ctx = JobContext(token=row["token"], occurrence_id=row["occurrence_id"], job_id=row["job_id"],
                                  fire_at=row["fire_at"], attempt=row["attempt"], payload=row["payload"],
                                  engine=self.engine)
-                held = Held(ctx, row["handler"], Lease(cfg.lease_seconds, sent_at), row["dispatched_at"],
+                held = Held(ctx, row["handler"], Lease(cfg.lease, sent_at), row["dispatched_at"],
                             time.monotonic())
                 self.held[ctx.token] = held
                 claimed.append(held)
@@ -165,6 +175,8 @@ class Worker:
         except Exception as exc:
             ok, error = False, f"{type(exc).__name__}: {exc}"
         with self.lock:
+            if held.abandoned:  # already completed for it, and its slot given back
+                return
             held.finished = True
         self.slot_freed.set()
         self.results.put((held.ctx.token, ok, error))
@@ -181,10 +193,18 @@ class Worker:
                 with self.calls.connect() as conn:
                     answers = conn.execute(HEARTBEAT_SQL, {
                         "worker": cfg.worker_id, "tokens": tokens, "started": started,
-                        "lease": cfg.lease_seconds, "clock": processes.wall_now()}).all()
+                        "lease": cfg.lease, "clock": processes.wall_now()}).all()
             except Exception as exc:
-                log.warning("heartbeat failed (%d attempts held): %s", len(tokens), processes.describe_error(exc))
-                answers = []
+                down = processes.database_down(exc)
+                log.warning("heartbeat failed (%d attempts held%s): %s", len(tokens),
+                            "; the database says it is down" if down else "", processes.describe_error(exc))
+                if down:
+                    with self.lock:
+                        for token in tokens:
+                            if token in self.held:
+                                self.held[token].lease.database_down(sent_at)
+                time.sleep(RETRY_PAUSE_SECONDS)
+                continue
             with self.lock:
                 for token, status in answers:
                     held = self.held.get(token)
@@ -197,6 +217,10 @@ class Worker:
                         held.lease.renewed(sent_at)
                         if status == "cancel":
                             held.ctx.cancelled.set()
+                        elif status == "timeout" and held.timeout_at is None:
+                            log.warning("token %d ran past its max runtime: stopping its handler", token)
+                            held.timeout_at = sent_at
+                            held.ctx.cancelled.set()
             time.sleep(cfg.heartbeat_every)
 
     def _holding(self) -> bool:
@@ -205,7 +229,7 @@ class Worker:
 
     # -- lease watchdog --------------------------------------------------------------------------
     def _watch_leases(self) -> None:
-        period = min(0.5, self.config.lease_seconds / 10)
+        period = min(0.5, self.config.lease / 10)
         while not self.stop.is_set() or self._holding():
             now = time.monotonic()
             with self.lock:
@@ -213,7 +237,20 @@ class Worker:
                     if held.lease.trusted and not held.lease.check(now):
                         log.warning("lease of token %d no longer trusted: stopping its handler", held.ctx.token)
                         held.ctx.cancelled.set()
+                    if (held.timeout_at is not None and not held.finished
+                            and now - held.timeout_at >= self.config.heartbeat_every):
+                        self._abandon(held)
             time.sleep(period)
+
+    def _abandon(self, held: Held) -> None:
+        """A handler past its max runtime ignored ``ctx.cancelled`` for a heartbeat period: give its slot back and
+        complete its attempt (the database records it timed_out). Called with the lock held."""
+        log.error("token %d: handler did not stop within %g s of its max runtime: abandoning its thread",
+                  held.ctx.token, self.config.heartbeat_every)
+        held.abandoned = held.finished = True
+        self.slot_freed.set()
+        self.results.put((held.ctx.token, False, f"max runtime exceeded: the handler did not stop within "
+                                                 f"{self.config.heartbeat_every:g} s of being cancelled; abandoned"))
 
     # -- completer -------------------------------------------------------------------------------
     def _complete_loop(self) -> None:
@@ -253,7 +290,7 @@ class Worker:
         return True
 
     # -- shutdown --------------------------------------------------------------------------------
-    def _drain(self, executor: ThreadPoolExecutor) -> None:
+    def _drain(self) -> None:
         """Graceful stop: no new claims; give handlers a grace period, then ask them to stop."""
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
         while self._busy_slots() and time.monotonic() < deadline:
@@ -261,7 +298,6 @@ class Worker:
         with self.lock:
             for held in self.held.values():
                 held.ctx.cancelled.set()
-        executor.shutdown(wait=True)
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
         while self._holding() and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -86,8 +86,10 @@ def test_scale_yaml_matches_the_implementation(scale):
     from reference_impl import jobs, lease, materializer, policies, scheduler, worker
 
     worker_defaults = worker.WorkerConfig(worker_id="x")
-    assert scale["lease"]["lease_seconds"] == worker_defaults.lease_seconds
+    assert scale["lease"]["lease_seconds"] == worker_defaults.lease
+    assert scale["lease"]["long_pool_lease_seconds"] == worker.WorkerConfig(worker_id="x", pool="long").lease
     assert scale["lease"]["heartbeat_seconds"] == pytest.approx(worker_defaults.heartbeat_every)
+    assert scale["lease"]["reap_grace_seconds"] == scheduler.SchedulerConfig("x").reap_grace_seconds
     assert scale["lease"]["worker_trust_fraction"] == pytest.approx(1 - lease.SAFETY_MARGIN_FRACTION)
     assert scale["lease"]["reaper_period_seconds"] == scheduler.SchedulerConfig("x").reap_every_seconds
     assert scale["lease"]["materialiser_lookahead_seconds"] == materializer.LOOKAHEAD.total_seconds()

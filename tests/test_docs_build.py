@@ -26,7 +26,7 @@ PAGES = [
     "code/index.html", "drills/index.html",
     *(f"drills/{name}/index.html" for name in (
         "worker-partition", "replica-double-fire", "catch-up-storm", "noisy-tenant", "proof-of-execution",
-        "postgres-limits", "clock-skew", "scheduler-crash", "postgres-restart")),
+        "postgres-limits", "clock-skew", "scheduler-crash", "scheduler-paused", "postgres-restart")),
 ]
 
 

@@ -109,3 +109,27 @@ def test_noisy_tenant_without_isolation_starves_the_victim():
     wait = invariant(result, "the victim's worst wait")
     assert not wait["holds"] and wait["observed"]["wait_s"]["p100"] > 2
     assert invariant(result, "the flood was real")["holds"]
+
+
+@pytest.mark.drill
+@pytest.mark.slow
+def test_scheduler_paused_without_session_timeouts_holds_the_jobs_for_the_whole_pause():
+    result, status = run_drill("scheduler-paused", "--quick", "--negative-control")
+    assert status == 1 and not result["passed"]
+    assert invariant(result, "the fault was real")["holds"]
+    waited = invariant(result, "the other replicas materialised the locked jobs")
+    assert not waited["holds"] and waited["observed"]["slowest_job_waited_s"] >= waited["observed"]["paused_s"] - 1
+    assert invariant(result, "resumed, the paused pass")["observed"]["paused_transaction"] == "committed"
+    # nothing was lost or doubled either way: the timeouts are about lateness, the unique key about correctness
+    assert invariant(result, "every job has exactly one occurrence")["holds"]
+
+
+@pytest.mark.drill
+@pytest.mark.slow
+def test_postgres_restart_without_outage_handling_runs_the_long_jobs_again():
+    result, status = run_drill("postgres-restart", "--quick", "--negative-control")
+    assert status == 1 and not result["passed"]
+    assert invariant(result, "the fault was real: PostgreSQL was down")["holds"]
+    once = invariant(result, "no attempt was declared lost because of the outage alone")
+    assert not once["holds"] and once["observed"]["long_pool_attempts"] > once["observed"]["long_jobs"]
+    assert invariant(result, "no occurrence has two succeeded attempts")["holds"]  # wasted work, not a double effect

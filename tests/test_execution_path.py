@@ -151,3 +151,62 @@ def test_status_reports_processes_and_their_skew(engine, cluster):
     skew = dict(rows(engine, "SELECT id, skew_ms FROM processes"))
     assert 29_000 < skew["s1"] < 31_000
     assert -31_000 < skew["w1"] < -29_000
+
+
+def test_a_hung_handler_times_out_and_its_slot_comes_back_within_the_bound(engine, cluster):
+    """Max runtime 1 s, a handler that ignores cancellation, one slot: the heartbeat answers 'timeout', the worker
+    cancels, then abandons the thread a heartbeat period later; the attempt ends timed_out and the slot runs the
+    next job while the hung thread still blocks."""
+    lease = 1.5  # heartbeat every 0.5 s
+    [hung] = submit_many(engine, 1, delay_s=0, handler="hang", payload={"seconds": 60}, max_runtime_seconds=1,
+                         max_attempts=1)
+    cluster.start_scheduler("s1")
+    cluster.start_worker("w1", concurrency=1, lease=lease)
+    wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=hung) == "dead",
+               timeout=30, what="the hung occurrence to be dead")
+    [attempt] = rows(engine, "SELECT a.state, a.error, extract(epoch FROM a.finished_at - a.dispatched_at) AS held_s,"
+                             " o.reason FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id"
+                             " WHERE o.job_id = :j", j=hung)
+    assert attempt.state == "timed_out" and "max runtime" in attempt.error
+    assert attempt.reason.startswith("timed_out after 1 of 1 attempts")  # the history says why
+    # the bound: max runtime + a heartbeat to hear 'timeout' + a heartbeat of grace + the completion round trip
+    assert attempt.held_s <= 1 + 2 * lease / 3 + 2.0
+    [after] = submit_many(engine, 1, delay_s=0)
+    wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=after) == "succeeded",
+               timeout=15, what="the next job to run in the freed slot, with the hung thread still blocked")
+
+
+def test_a_cooperative_handler_past_its_max_runtime_is_cancelled_and_retried(engine, cluster):
+    [job_id] = submit_many(engine, 1, delay_s=0, handler="sleep", payload={"seconds": 60}, max_runtime_seconds=1,
+                           max_attempts=2, retry_base_seconds=0)
+    cluster.start_scheduler("s1")
+    cluster.start_worker("w1", lease=1.5)
+    wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=job_id) == "dead",
+               timeout=30, what="both attempts to time out")
+    attempts = rows(engine, "SELECT state, error FROM attempts ORDER BY token")
+    assert [a.state for a in attempts] == ["timed_out", "timed_out"]  # retried per its policy, then dead
+    assert all(a.error.startswith("Cancelled") for a in attempts)  # it stopped when asked: nothing abandoned
+
+
+@pytest.mark.parametrize("dedup", [True, False], ids=["token-and-dedup", "token-alone"])
+def test_a_stale_attempt_that_charges_first_is_caught_by_the_dedup_not_by_the_token(engine, cluster, dedup):
+    """The fence refuses a stale write only after a newer token wrote. Here the stale attempt writes FIRST: with
+    the token alone (the negative control) the charge is applied twice; deduplicated on the occurrence's
+    idempotency key it is applied once."""
+    env = {} if dedup else {"D2KIT_UNSAFE_DISABLE_DEDUP": "1"}
+    [job_id] = submit_many(engine, 1, delay_s=0, handler="charge", payload={"amount": 5, "first_attempt_seconds": 30},
+                           retry_base_seconds=0.1)
+    cluster.start_scheduler("s1")
+    cluster.start_worker("paused", lease=2, env=env)
+    stale = wait_until(lambda: scalar(engine, "SELECT token FROM charges"), what="the first attempt's charge")
+    cluster.pause("paused")  # SIGSTOP after it charged: its lease runs out, the occurrence is retried
+    cluster.start_worker("healthy", lease=2, env=env)
+    wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=job_id) == "succeeded",
+               what="the retry to succeed")
+    charges = rows(engine, "SELECT token, outcome FROM charges ORDER BY id")
+    assert charges[0].token == stale and charges[1].token > stale  # the stale attempt wrote first
+    applied = scalar(engine, "SELECT coalesce(sum(amount), 0) FROM charges WHERE outcome = 'applied'")
+    if dedup:
+        assert [c.outcome for c in charges] == ["applied", "duplicate"] and applied == 5
+    else:  # the higher token passes the fence: the customer is charged twice
+        assert [c.outcome for c in charges] == ["applied", "applied"] and applied == 10

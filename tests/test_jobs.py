@@ -54,6 +54,8 @@ def test_new_cron_job_starts_from_the_database_clock(engine, tenant):
 
 BAD_INPUTS = [
     ({"cron": "61 * * * *"}, "cron"),
+    ({"cron": "H(50-70) * * * *"}, "cron"),  # a hashed range outside the minute field
+    ({"cron": "H/0 * * * *"}, "cron"),
     ({"cron": "* * * * *", "timezone": "Mars/Olympus_Mons"}, "timezone"),
     ({"run_at": datetime.now(UTC), "handler": "rm_rf"}, "handler"),
     ({"run_at": datetime.now(UTC) + timedelta(days=365 * 20)}, "run_at"),

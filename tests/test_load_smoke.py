@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from d2kit.bench import check, history, loadtest, results, scenarios
+from d2kit.bench import check, history, loadtest, results, scenarios, skipped, spike
 from d2kit.bench.harness import ClusterShape, quiet
 from d2kit.site import design_doc
 
@@ -25,6 +25,8 @@ def test_offered_load_runs_the_full_path_and_loses_nothing():
     assert run["lost_occurrences"] == 0
     assert run["fire_lag_ms"]["p99"] is not None  # every occurrence has an attempt with a start time
     assert run["executions_per_second"] > 0
+    writes = run["row_writes_per_execution"]  # an occurrence insert, a claim and a completion at the least
+    assert writes["total"] >= 5 and {"occurrences", "attempts", "jobs"} <= set(writes["per_table"])
     assert {"postgres", "worker", "scheduler", "machine"} <= set(run["cpu_percent"])
     assert run["peak_rss_mb"]["worker"] > 0
     assert any(row["completed_per_s"] for row in run["series"])
@@ -105,3 +107,17 @@ def test_check_compares_stated_with_measured():
     assert rows["catch-up drain rate (50,000 backlog)"].verdict == "not measured"
     per_worker = rows["dispatch rate of one worker process"].measured
     assert "833 executions/s needed; measured 2,500/s per worker process -> 1 worker processes needed" in per_worker
+
+
+def test_the_spike_part_measures_both_variants_and_loses_nothing():
+    run = spike.compare(SHAPE, jobs=60, spread_seconds=5)
+    for variant in ("same_instant", "hashed"):
+        assert run[variant]["occurrences"] == 60  # every job's fire time in the period started
+        assert run[variant]["fire_lag_ms"]["p99"] is not None
+    assert run["same_instant"]["distinct_fire_seconds"] == 1 < run["hashed"]["distinct_fire_seconds"]
+
+
+def test_the_skipped_rows_part_writes_both_records():
+    run = skipped.compare(jobs=50, missed=119)
+    assert run["one_row_per_fire_time"]["rows"] == 50 * 119 and run["one_row_per_run"]["rows"] == 50
+    assert run["one_row_per_fire_time"]["bytes"] > run["one_row_per_run"]["bytes"] > 0

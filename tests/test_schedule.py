@@ -72,3 +72,18 @@ def test_enumeration_is_bounded():
 def test_invalid_cron_is_rejected_with_a_reason(expression):
     with pytest.raises(ValueError):
         validate_cron(expression)
+
+
+def test_a_hashed_field_is_stable_per_job_and_spreads_a_fleet():
+    from reference_impl.schedule import resolve_hashed
+
+    assert resolve_hashed("H 0 * * *", "nightly-report") == resolve_hashed("H 0 * * *", "nightly-report")
+    minutes = {resolve_hashed("H 0 * * *", f"nightly-{i}").split()[0] for i in range(200)}
+    assert len(minutes) > 40 and all(0 <= int(m) <= 59 for m in minutes)  # spread over the hour, not all at :00
+    for i in range(50):
+        minute, hour, day, _, weekday = resolve_hashed("H(10-19) H H * H", f"job-{i}").split()
+        assert 10 <= int(minute) <= 19 and 0 <= int(hour) <= 23 and weekday in {str(d) for d in range(7)}
+        start, step = resolve_hashed("H/15 * * * *", f"job-{i}").split()[0].split("/")
+        assert int(start.split("-")[0]) < 15 and step == "15"
+    assert resolve_hashed("0 9 * * THU", "x") == "0 9 * * THU"  # an H inside a name is not a hashed field
+    validate_cron(resolve_hashed("H H(0-5) H * H", "any"))

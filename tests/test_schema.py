@@ -1,6 +1,7 @@
 """The schema applies idempotently and the state machines are enforced by the database itself."""
 
 import re
+import time
 
 import pytest
 from sqlalchemy import text
@@ -12,7 +13,7 @@ from reference_impl import db, policies, states
 def test_schema_is_idempotent(engine):
     db.init_schema(engine)  # second application: no error, nothing duplicated
     with engine.begin() as conn:
-        assert conn.execute(text("SELECT count(*) FROM state_transitions")).scalar() == 18
+        assert conn.execute(text("SELECT count(*) FROM state_transitions")).scalar() == 19
         assert conn.execute(text("SELECT count(*) FROM pools")).scalar() == 2
 
 
@@ -54,6 +55,31 @@ def test_a_terminal_occurrence_must_say_when_it_finished(engine):
     with pytest.raises(IntegrityError, match="finished_iff_terminal"):
         with engine.begin() as conn:
             conn.execute(text("UPDATE occurrences SET finished_at = now() WHERE id = :o"), {"o": occ})
+
+
+def test_a_service_session_that_stalls_mid_transaction_is_ended_by_the_server(database_url):
+    """The timeouts every service session carries (db.session_settings): a transaction left idle past the limit
+    is ended by PostgreSQL -- its locks with it -- and a runaway statement is cancelled."""
+    service = db.make_engine(database_url, pool_size=1)
+    try:
+        with service.connect() as conn:
+            assert conn.execute(text("SHOW statement_timeout")).scalar() == f"{db.STATEMENT_TIMEOUT_SECONDS}s"
+            with pytest.raises(Exception, match="statement timeout"):
+                conn.execute(text("SET LOCAL statement_timeout = '100ms'; SELECT pg_sleep(1)"))
+            conn.rollback()
+            conn.execute(text("SET idle_in_transaction_session_timeout = '200ms'"))
+            conn.execute(text("SELECT 1"))  # a transaction is open, and the client stalls
+            time.sleep(0.6)
+            with pytest.raises(Exception, match="idle-in-transaction|terminat|closed"):
+                conn.execute(text("SELECT 1"))
+    finally:
+        service.dispose()
+    drills_own = db.make_engine(database_url, pool_size=1, timeouts=False)
+    try:
+        with drills_own.connect() as conn:
+            assert conn.execute(text("SHOW idle_in_transaction_session_timeout")).scalar() == "0"
+    finally:
+        drills_own.dispose()
 
 
 # Where Python names what schema.sql constrains (reference_impl/states.py, policies.py): (table, column) -> names.

@@ -22,7 +22,11 @@ bench_app = typer.Typer(help="Benchmarks on this machine: sustained peak, maximu
                              "snapshot, table size, history and retention, and the peers (pgqueuer, "
                              "procrastinate).", no_args_is_help=True)
 
-PARTS = ("sustained", "drain", "batch_curve", "max_rate", "held_snapshot", "scale", "history", "peers")
+PARTS = ("sustained", "drain", "batch_curve", "max_rate", "held_snapshot", "scale", "history", "spike", "skipped_rows",
+         "peers")
+
+
+SKIPPED_PER_JOB = 119  # a 2-hour outage of a per-minute cron under run_once: all missed times but the last
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,9 @@ class Plan:
     peer_lag_seconds: float
     peer_saturate_seconds: float
     peer_backlog: int
+    spike_jobs: int
+    spike_spread_seconds: int
+    skipped_jobs: int
 
 
 FULL = Plan(sustained_seconds=300, backlog=50_000, drain_rounds=3, curve_batches=(1, 8, 32, 64),
@@ -57,12 +64,14 @@ FULL = Plan(sustained_seconds=300, backlog=50_000, drain_rounds=3, curve_batches
             step_seconds=20, hold_after_seconds=30, hold_seconds=300, hold_total_seconds=480, scale_small=10_000,
             scale_large=10_000_000, scale_history=1_000_000, scale_backlog=20_000, history_seconds=300,
             history_archive_after_seconds=10, history_rows=1_000_000, peer_rounds=3,
-            peer_lag_seconds=30, peer_saturate_seconds=20, peer_backlog=20_000)
+            peer_lag_seconds=30, peer_saturate_seconds=20, peer_backlog=20_000, spike_jobs=50_000,
+            spike_spread_seconds=60, skipped_jobs=40_000)
 QUICK = Plan(sustained_seconds=15, backlog=5_000, drain_rounds=1, curve_batches=(1, 64), curve_workers=(1, 2),
              curve_backlog=2_000, rates=(833, 2_000), step_seconds=8, hold_after_seconds=5, hold_seconds=8,
              hold_total_seconds=20, scale_small=1_000, scale_large=100_000, scale_history=10_000,
              scale_backlog=2_000, history_seconds=15, history_archive_after_seconds=2, history_rows=20_000,
-             peer_rounds=1, peer_lag_seconds=8, peer_saturate_seconds=6, peer_backlog=2_000)
+             peer_rounds=1, peer_lag_seconds=8, peer_saturate_seconds=6, peer_backlog=2_000, spike_jobs=2_000,
+             spike_spread_seconds=10, skipped_jobs=2_000)
 
 
 @contextmanager
@@ -78,7 +87,7 @@ def _progress() -> Iterator[Callable[[str], None]]:
 def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> Iterator[tuple[str, Any]]:
     """Run the chosen parts in a fixed order, yielding (part, result) as each finishes (so each is saved even
     if a later one fails)."""
-    from d2kit.bench import history, peers, scale, scenarios
+    from d2kit.bench import history, peers, scale, scenarios, skipped, spike
     from d2kit.bench.harness import ClusterShape
 
     shape = ClusterShape()
@@ -107,6 +116,10 @@ def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> 
             "at_peak": history.at_peak(shape, 833, plan.history_seconds, plan.history_archive_after_seconds,
                                        progress=progress),
             "retention": history.retention(plan.history_rows, shape.tenants, progress=progress)}
+    if "spike" in parts:
+        yield "spike", spike.compare(shape, plan.spike_jobs, plan.spike_spread_seconds, progress=progress)
+    if "skipped_rows" in parts:  # the catch-up storm's run_once: a 2-hour outage of per-minute crons
+        yield "skipped_rows", skipped.compare(plan.skipped_jobs, SKIPPED_PER_JOB, progress=progress)
     if "peers" in parts:
         yield "peers", peers.compare(shape, plan.peer_rounds, plan.peer_lag_seconds, plan.peer_saturate_seconds,
                                      plan.peer_backlog, progress=progress)

@@ -15,6 +15,7 @@ load generator and the samplers). The machine's total CPU is measured too, so th
 from __future__ import annotations
 
 import math
+import re
 import tempfile
 import threading
 import time
@@ -23,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psutil
 from sqlalchemy import Engine, text
@@ -440,6 +442,31 @@ def fire_lag(engine: Engine, since: datetime, until: datetime) -> Lag:
         row = conn.execute(LAG_SQL, {"since": since, "until": until}).one()
     p = row.p or [None, None, None]
     return Lag(row.n, p[0], p[1], p[2], row.max)
+
+
+# Rows inserted, updated and deleted per table as PostgreSQL counts them (pg_stat_user_tables): what an execution
+# really writes -- job cursor, claim bounds, occurrence, attempt, archive move -- read as a delta over a run. A
+# backend publishes its counts at most about a second after its transaction, hence the pause before the second
+# reading. The processes table is liveness, per process rather than per execution, and is left out.
+ROW_WRITES_SQL = text("SELECT relname, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables"
+                      " WHERE relname <> 'processes'")
+STATS_FLUSH_SECONDS = 2.0
+
+
+def row_writes(engine: Engine) -> dict[str, int]:
+    """Rows written so far per table; a day's history partition counts as execution_history."""
+    totals: dict[str, int] = {}
+    with engine.begin() as conn:
+        for name, rows in conn.execute(ROW_WRITES_SQL):
+            table = re.sub(r"_\d{8}$", "", name)
+            totals[table] = totals.get(table, 0) + rows
+    return totals
+
+
+def row_writes_per_execution(before: dict[str, int], after: dict[str, int], executions: int) -> dict[str, Any]:
+    per_table = {table: round((rows - before.get(table, 0)) / executions, 2)
+                 for table, rows in sorted(after.items()) if rows > before.get(table, 0)} if executions else {}
+    return {"executions": executions, "per_table": per_table, "total": round(sum(per_table.values()), 2)}
 
 
 def completed(engine: Engine, since: datetime, until: datetime) -> tuple[int, datetime | None, datetime | None]:

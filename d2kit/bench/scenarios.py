@@ -46,6 +46,7 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
         load = harness.OfferedLoad(rig.engine, rate, seconds + WARMUP_SECONDS, start, shape.tenants)
         meter = harness.ProcessMeter(rig.components(), rig.engine)
         sampler = harness.BacklogSampler(rig, meter)
+        writes_before = harness.row_writes(rig.engine)
         load.start()
         time.sleep(max(0.0, (start - rig.db_now()).total_seconds()) + WARMUP_SECONDS)
         meter.start()
@@ -65,6 +66,9 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
         drained = rig.wait_drained(DRAIN_TIMEOUT_SECONDS)
         if load.error:
             raise RuntimeError(f"the load generator failed: {load.error}")
+        time.sleep(harness.STATS_FLUSH_SECONDS)
+        writes = harness.row_writes_per_execution(writes_before, harness.row_writes(rig.engine),
+                                                  harness.completed(rig.engine, start, rig.db_now())[0])
         steady_from = start + timedelta(seconds=WARMUP_SECONDS)
         lag = harness.fire_lag(rig.engine, steady_from, load.end)
         done, _, _ = harness.completed(rig.engine, steady_from, load.end)
@@ -82,6 +86,7 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
             "history_rows_at_end": history_rows,  # execution_history
             "drained": drained,
             "lost_occurrences": harness.lost(rig.engine, start, load.end),
+            "row_writes_per_execution": writes,
             "cpu_percent": meter.cpu_percent(),
             "peak_rss_mb": rss,
             "cluster": shape.describe(),

@@ -27,6 +27,7 @@ DRILLS = {  # name -> module, in the order of the follow-ups
     "postgres-limits": "postgres_limits",
     "clock-skew": "clock_skew",
     "scheduler-crash": "scheduler_crash",
+    "scheduler-paused": "scheduler_paused",
     "postgres-restart": "postgres_restart",
 }
 

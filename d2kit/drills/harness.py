@@ -174,6 +174,15 @@ class Drill:
             "SELECT count(*) >= :n AND count(*) FILTER (WHERE state IN ('waiting', 'ready', 'running')) = 0"
             " FROM occurrences", n=at_least), timeout)
 
+    def stop_schedules(self, timeout: float) -> datetime:
+        """Pause every job, settle, and return the end of the window every cursor has passed: fire times up to it
+        are complete (the start of the window is the drill's)."""
+        with self.engine.begin() as conn:
+            conn.execute(text("UPDATE jobs SET paused = true"))
+            end = conn.execute(text("SELECT min(materialized_through) FROM jobs")).scalar_one()
+        self.settle(timeout)
+        return end
+
     def kill_mid_transaction(self, member: str, timeout: float) -> bool:
         """SIGKILL a scheduler replica the moment it is inside a transaction (materialising or reaping), as
         pg_stat_activity shows it; if it is not caught in one within ``timeout``, kill it anyway. Returns

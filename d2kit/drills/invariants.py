@@ -74,7 +74,7 @@ def attempts_accounted(conn: Connection) -> Invariant:
     per_occurrence = (
         "SELECT o.id, o.state, o.attempts, o.max_attempts, o.current_token, count(a.token) AS recorded,"
         " count(a.token) FILTER (WHERE a.state = 'succeeded') AS succeeded,"
-        " count(a.token) FILTER (WHERE a.state IN ('lost', 'failed')) AS lost_or_failed,"
+        " count(a.token) FILTER (WHERE a.state IN ('lost', 'failed', 'timed_out')) AS lost_or_failed,"
         " count(a.token) FILTER (WHERE a.state = 'running') AS running,"
         " max(a.token) FILTER (WHERE a.state = 'succeeded') AS succeeded_token"
         " FROM occurrences o LEFT JOIN attempts a ON a.occurrence_id = o.id GROUP BY o.id")

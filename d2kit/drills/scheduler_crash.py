@@ -57,10 +57,7 @@ def run(drill: Drill) -> None:
             drill.cluster.start_scheduler(replacement)
 
     with drill.phase("stop the schedules; settle"):
-        with drill.engine.begin() as conn:
-            conn.execute(text("UPDATE jobs SET paused = true"))
-            end = conn.execute(text("SELECT min(materialized_through) FROM jobs")).scalar_one()
-        drill.settle(timeout=60)
+        end = drill.stop_schedules(timeout=60)
 
     with drill.engine.begin() as conn:
         drill.add(invariants.one_occurrence_per_fire_time(conn, start, end),

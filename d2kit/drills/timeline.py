@@ -32,7 +32,7 @@ LABEL_CHAR_PX = 6.2      # width of a character of a 10 px label, roughly
 ROW_H, BAR_H = 20, 12
 ROW_H_ANNOTATED = 40     # with few bars, each one is annotated in words below it
 STATE_COLOURS = {"succeeded": "#2e7d32", "lost": "#ef6c00", "failed": "#c62828", "running": "#757575",
-                 "cancelled": "#6a1b9a"}
+                 "cancelled": "#6a1b9a", "timed_out": "#ad1457"}
 FAULT_COLOUR = "#d32f2f"
 MARK_COLOUR = "#1565c0"  # moments that are not faults (the 09:00:00 fire time)
 

@@ -14,7 +14,9 @@ expires by the database clock, a scheduler replica reaps it, worker B (direct co
 with a higher token and writes the ledger. The proxy heals; A's handler wakes up, writes late and completes
 late. Worker A's own watchdog does stop trusting its lease by its monotonic clock (``ctx.cancelled``), but
 ``ledger_write`` ignores that on purpose -- it stands for a paused process that cannot know -- so what this
-drill proves is the storage-side fence.
+drill proves is the storage-side fence. The variant the fence cannot catch runs beside it: a ``charge`` job
+(a non-idempotent effect) whose stalled first attempt charges BEFORE its retry does; the higher token passes
+any fence, and only the write path's deduplication on the occurrence's idempotency key keeps it to one charge.
 """
 
 from __future__ import annotations
@@ -48,17 +50,22 @@ def run(drill: Drill) -> None:
     with TcpProxy(drill.url) as proxy:
         with drill.phase("worker A (through the proxy) claims a ledger_write job"):
             drill.cluster.start_scheduler("scheduler-1")
-            drill.cluster.start_worker("worker-A", concurrency=1, lease=lease, url=proxy.url_for(drill.url), env=env)
+            drill.cluster.start_worker("worker-A", concurrency=2, lease=lease, url=proxy.url_for(drill.url), env=env)
             with drill.engine.begin() as conn:
                 tenants.ensure_tenant(conn, "acme")
                 now = conn.execute(text("SELECT now()")).scalar_one()
                 job, _ = jobs.submit(conn, "acme", jobs.JobSpec(
                     name="charge-invoice-42", handler="ledger_write", run_at=now, pool="short", max_attempts=3,
                     retry_base_seconds=0, payload={"seconds": retry_work, "first_attempt_seconds": stall}))
+                charge, _ = jobs.submit(conn, "acme", jobs.JobSpec(
+                    name="charge-customer-7", handler="charge", run_at=now, pool="short", max_attempts=3,
+                    retry_base_seconds=0, payload={"amount": 5, "first_attempt_seconds": stall}))
             first = drill.wait_for("worker A to claim the job", lambda: drill.rows(
                 "SELECT a.token, a.occurrence_id FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id"
                 " WHERE o.job_id = :j AND a.worker_id = 'worker-A'", j=job["id"]), timeout=30)[0]
             token_a, occurrence = first.token, first.occurrence_id
+            drill.wait_for("worker A's first attempt to charge (before the cut: the stale attempt writes first)",
+                           lambda: drill.scalar("SELECT count(*) FROM charges"), timeout=30)
             drill.focus = [occurrence]
             drill.wait_for("worker A's first heartbeat on the attempt (its lease is alive)", lambda: drill.scalar(
                 "SELECT heartbeat_at IS NOT NULL FROM attempts WHERE token = :t", t=token_a), timeout=lease)
@@ -66,7 +73,7 @@ def run(drill: Drill) -> None:
         with drill.phase("network cut: lease expires, worker B re-runs the job"):
             with drill.fault("network cut: worker A ↮ PostgreSQL") as cut:
                 proxy.cut()
-                drill.cluster.start_worker("worker-B", concurrency=1, lease=lease, env=env)
+                drill.cluster.start_worker("worker-B", concurrency=2, lease=lease, env=env)
                 drill.wait_for("the retry to succeed on worker B", lambda: drill.scalar(
                     "SELECT state = 'succeeded' FROM occurrences WHERE id = :o", o=occurrence), timeout=partition + 20)
                 time.sleep(max(0.0, partition - (drill.now() - cut.start).total_seconds()))
@@ -81,6 +88,7 @@ def run(drill: Drill) -> None:
 
     with drill.engine.begin() as conn:
         _check(drill, conn, occurrence, token_a, healed_at)
+        _check_charge(drill, conn, charge["id"])
 
 
 def _check(drill: Drill, conn, occurrence: int, token_a: int, healed_at) -> None:
@@ -136,7 +144,22 @@ def _check(drill: Drill, conn, occurrence: int, token_a: int, healed_at) -> None
     })
     drill.notes.append(
         "What the fence does not do: it refuses a write only when a *higher* token has already written that key. "
-        "Had the stale copy written before the retry did, its write would have been accepted and then overwritten. "
-        "That is why the handler should also stop when `ctx.cancelled` is set (worker A's watchdog set it once its "
-        "lease could no longer be trusted by its own monotonic clock, as its log shows) and why an effect "
-        "should be keyed by the occurrence's idempotency key, as this ledger is.")
+        "A stale copy that writes first is accepted -- harmless for this ledger's overwrite, a second effect for a "
+        "charge, which is why the charge job's write path also deduplicates on the occurrence's idempotency key "
+        "(its invariants above). The handler should also stop when `ctx.cancelled` is set: worker A's watchdog set "
+        "it once its lease could no longer be trusted by its own monotonic clock, as its log shows.")
+
+
+def _check_charge(drill: Drill, conn, job_id: int) -> None:
+    charges = [dict(r) for r in conn.execute(text(
+        "SELECT c.token, c.outcome, c.amount, a.worker_id FROM charges c LEFT JOIN attempts a ON a.token = c.token"
+        " ORDER BY c.id")).mappings()]
+    state = conn.execute(text("SELECT state FROM occurrences WHERE job_id = :j"), {"j": job_id}).scalar_one()
+    first_wrote_first = len(charges) >= 2 and charges[0]["token"] < charges[1]["token"]
+    drill.check("the charge's stale first attempt charged before its retry did (the order no fence can catch)",
+                first_wrote_first, {"charges": [(c["token"], c["worker_id"], c["outcome"]) for c in charges]})
+    applied = sum(c["amount"] for c in charges if c["outcome"] == "applied")
+    drill.check("the charge was applied once: the retry's higher token passed the fence, the idempotency-key "
+                "dedup refused it as a duplicate", state == "succeeded" and applied == charges[0]["amount"],
+                {"occurrence_state": state, "applied_amount": applied,
+                 "outcomes": [c["outcome"] for c in charges]})

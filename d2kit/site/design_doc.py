@@ -24,6 +24,7 @@ import jinja2
 
 from d2kit import capacity
 from d2kit.bench import results
+from reference_impl import db
 
 REPO_ROOT = paths.ROOT
 DESIGN_DIR = paths.DESIGN_DIR
@@ -58,6 +59,8 @@ DRILLS = (
           "workers minutes ahead or behind change no lease or due decision"),
     Drill("scheduler-crash", None, "Scheduler replicas SIGKILLed mid-pass",
           "nothing lost, nothing doubled when replicas die at any instant"),
+    Drill("scheduler-paused", None, "A replica SIGSTOPped mid-pass, holding its locks",
+          "the session timeouts end its session; the other replicas take its jobs within seconds"),
     Drill("postgres-restart", None, "PostgreSQL restarts under load",
           "work resumes after the database returns; no completion is lost or accepted twice"),
 )
@@ -392,6 +395,10 @@ def context(site: bool = False, scale: Mapping[str, Any] | None = None) -> dict[
         "drills": DRILLS,
         "reports": {d.name: read_drill_report(d.name) for d in DRILLS},
         "link": Links(site=site),
+        "sessions": {"idle_in_transaction_seconds": db.IDLE_IN_TRANSACTION_SECONDS,
+                     "statement_timeout_seconds": db.STATEMENT_TIMEOUT_SECONDS,
+                     "keepalive_dead_after_seconds": db.KEEPALIVE_IDLE_SECONDS
+                     + db.KEEPALIVE_INTERVAL_SECONDS * db.KEEPALIVE_COUNT},
     }
 
 

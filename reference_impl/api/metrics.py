@@ -60,6 +60,8 @@ def render(conn: Connection) -> str:
            [({}, occurrences["succeeded"])])
     metric("d2_attempts_lost_total", "counter", "Attempts whose lease expired (worker dead, paused or cut off).",
            [({}, attempts.get("lost", 0))])
+    metric("d2_attempts_timed_out_total", "counter", "Attempts that ran past their max runtime (hung or too slow).",
+           [({}, attempts.get("timed_out", 0))])
     metric("d2_occurrences_dead_total", "counter", "Occurrences that used up their attempts.",
            [({}, occurrences["dead"])])
     metric("d2_occurrences_skipped_total", "counter", "Occurrences recorded but not run, by reason.",

@@ -35,6 +35,8 @@ class Job(BaseModel):
     overlap_policy: str
     max_attempts: int
     retry_base_seconds: float
+    max_runtime_seconds: float | None = Field(description="Past it an attempt is cancelled, then timed_out; "
+                                              "null: the pool's default.")
     idempotency_key: str | None
     paused: bool
     deleted_at: datetime | None = Field(description="Set once deleted: nothing fires after it.")

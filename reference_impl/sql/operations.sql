@@ -15,6 +15,7 @@
 --   d2_forget_jobs   scheduler replicas: retention -- delete one-shot jobs whose history is older than it
 --   d2_cancel_open   API/CLI/overlap: cancel a job's unfinished occurrences cooperatively
 --   d2_fenced_ledger_write   the demo job's own write path, fenced by token
+--   d2_charge        the demo's non-idempotent effect: deduplicated by idempotency key, and fenced
 
 -- Retry delay after a failed or lost attempt: exponential with full jitter, capped at 5 minutes.
 CREATE OR REPLACE FUNCTION d2_backoff(p_base double precision, p_attempt integer) RETURNS interval
@@ -302,10 +303,12 @@ BEGIN
         ), started AS (
             -- dispatched_at is read AFTER the pool lock was granted (clock_timestamp, not the transaction's
             -- now()): a claim that queued behind another must not be stamped before completions it already saw.
-            INSERT INTO attempts (token, occurrence_id, attempt, worker_id, state, dispatched_at, lease_expires_at)
+            INSERT INTO attempts (token, occurrence_id, attempt, worker_id, state, dispatched_at, lease_expires_at,
+                                  deadline)
             SELECT cl.current_token, cl.id, cl.attempts, p_worker, 'running', clock_timestamp(),
-                   now() + make_interval(secs => p_lease_seconds)
-            FROM claimed cl
+                   now() + make_interval(secs => p_lease_seconds),
+                   clock_timestamp() + coalesce(mj.max_runtime, mp.max_runtime)
+            FROM claimed cl JOIN jobs mj ON mj.id = cl.job_id JOIN pools mp ON mp.name = p_pool
             RETURNING attempts.token, attempts.dispatched_at, attempts.lease_expires_at
         )
         SELECT cl.current_token, cl.id, cl.job_id, cl.fire_at, cl.attempts, j.handler, j.payload,
@@ -328,6 +331,9 @@ END $$;
 -- lease of every attempt that is still running (by the database clock) and answers, per token:
 --   ok      keep going
 --   cancel  the job was cancelled: stop the handler cooperatively, then complete
+--   timeout the attempt ran past its max runtime (attempts.deadline): stop the handler; if it does not stop,
+--           abandon it and complete the attempt (it ends timed_out). Its lease is no longer extended past the
+--           deadline plus one lease, so a worker that never gives up is reaped as timed_out all the same.
 --   lost    this attempt is no longer yours (lease expired and reaped): stop, your writes will be refused
 -- Also records the worker's wall-clock skew against the database clock -- for display only.
 -- ---------------------------------------------------------------------------------------------
@@ -345,13 +351,14 @@ BEGIN
         SELECT * FROM unnest(p_tokens, p_started_at) AS i (token, started_at)
     ), renewed AS (
         UPDATE attempts a
-           SET lease_expires_at = now() + make_interval(secs => p_lease_seconds), heartbeat_at = now(),
-               started_at = coalesce(a.started_at, i.started_at)
+           SET lease_expires_at = least(now(), a.deadline) + make_interval(secs => p_lease_seconds),
+               heartbeat_at = now(), started_at = coalesce(a.started_at, i.started_at)
           FROM input i
          WHERE a.token = i.token AND a.state = 'running' AND a.worker_id = p_worker
-        RETURNING a.token, a.cancel_requested
+        RETURNING a.token, a.cancel_requested, a.deadline
     )
-    SELECT i.token, CASE WHEN r.token IS NULL THEN 'lost' WHEN r.cancel_requested THEN 'cancel' ELSE 'ok' END
+    SELECT i.token, CASE WHEN r.token IS NULL THEN 'lost' WHEN r.cancel_requested THEN 'cancel'
+                         WHEN r.deadline < now() THEN 'timeout' ELSE 'ok' END
     FROM input i LEFT JOIN renewed r ON r.token = i.token;
 END $$;
 
@@ -374,11 +381,11 @@ BEGIN
                    WHEN a.state = 'cancelled' THEN 'cancelled'
                    WHEN o.attempts >= o.max_attempts THEN 'dead'
                    ELSE 'ready' END,
-               ready_at = CASE WHEN a.state IN ('failed', 'lost') AND o.attempts < o.max_attempts
+               ready_at = CASE WHEN a.state IN ('failed', 'lost', 'timed_out') AND o.attempts < o.max_attempts
                                THEN now() + d2_backoff(j.retry_base_seconds, o.attempts) ELSE o.ready_at END,
                reason = CASE
                    WHEN a.state = 'cancelled' THEN coalesce(o.reason, 'cancelled')
-                   WHEN a.state IN ('failed', 'lost') AND o.attempts >= o.max_attempts
+                   WHEN a.state IN ('failed', 'lost', 'timed_out') AND o.attempts >= o.max_attempts
                        THEN format('%s after %s of %s attempts: %s', a.state, o.attempts, o.max_attempts,
                                    coalesce(a.error, 'no error text'))
                    ELSE o.reason END,
@@ -423,7 +430,8 @@ BEGIN
         WHERE a.token = ANY (p_tokens)
     ), done AS (
         UPDATE attempts a
-           SET state = CASE WHEN i.ok THEN 'succeeded' WHEN a.cancel_requested THEN 'cancelled' ELSE 'failed' END,
+           SET state = CASE WHEN i.ok THEN 'succeeded' WHEN a.cancel_requested THEN 'cancelled'
+                            WHEN a.deadline < clock_timestamp() THEN 'timed_out' ELSE 'failed' END,
                error = i.error, finished_at = clock_timestamp(), started_at = coalesce(a.started_at, i.started_at)
           FROM fenced f JOIN input i ON i.token = f.token
          WHERE a.token = f.token
@@ -475,10 +483,13 @@ BEGIN
     IF v_candidates IS NOT NULL THEN
         WITH lost AS (
             UPDATE attempts a
-               SET state = CASE WHEN a.cancel_requested THEN 'cancelled' ELSE 'lost' END,
+               SET state = CASE WHEN a.cancel_requested THEN 'cancelled' WHEN a.deadline < now() THEN 'timed_out'
+                                ELSE 'lost' END,
                    finished_at = clock_timestamp(),
-                   error = format('lease expired at %s (worker %s, last heartbeat %s)', a.lease_expires_at,
-                                  a.worker_id, coalesce(a.heartbeat_at::text, 'never'))
+                   error = format('lease expired at %s (worker %s, last heartbeat %s)%s', a.lease_expires_at,
+                                  a.worker_id, coalesce(a.heartbeat_at::text, 'never'),
+                                  CASE WHEN a.deadline < now() THEN format(', past its max runtime (deadline %s)',
+                                                                          a.deadline) ELSE '' END)
              WHERE a.token = ANY (v_candidates) AND a.state = 'running' AND a.lease_expires_at < now()
             RETURNING a.token
         )
@@ -664,4 +675,28 @@ BEGIN
         FROM (SELECT p_token AS token) t LEFT JOIN attempts a ON a.token = t.token;
     END IF;
     RETURN v_n > 0;
+END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- A charge, the demo's non-idempotent effect, with BOTH defences (schema.sql, charges, says why one is not
+-- enough). Per idempotency key, under one lock: a token lower than one that already tried is stale (the fence);
+-- a key already applied is a duplicate (the dedup, which is what makes the effect happen once); else applied.
+-- Returns the outcome; only 'applied' changes the balance, and a duplicate is success for the caller.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_charge(p_key text, p_account text, p_amount bigint, p_token bigint) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_outcome text := 'applied';
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('d2_charge:' || p_key));
+    IF EXISTS (SELECT 1 FROM charges WHERE idempotency_key = p_key AND token > p_token) THEN
+        v_outcome := 'stale';
+    ELSIF EXISTS (SELECT 1 FROM charges WHERE idempotency_key = p_key AND outcome = 'applied')
+          -- Test-only switch for the negative control: the fence alone, without the dedup.
+          AND coalesce(current_setting('d2.unsafe_disable_dedup', true), '') <> 'on' THEN
+        v_outcome := 'duplicate';
+    END IF;
+    INSERT INTO charges (idempotency_key, account, amount, token, outcome)
+    VALUES (p_key, p_account, p_amount, p_token, v_outcome);
+    RETURN v_outcome;
 END $$;

@@ -32,9 +32,13 @@ CREATE TABLE IF NOT EXISTS pools (
     name            text PRIMARY KEY,
     admission_rate  double precision CHECK (admission_rate IS NULL OR admission_rate > 0),
     tokens          double precision NOT NULL DEFAULT 0,
-    refilled_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+    refilled_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+    -- A job's default max runtime in this pool (jobs.max_runtime overrides it): past it the attempt is cancelled,
+    -- then ends timed_out, so a hung handler cannot hold its slot forever. Heartbeats come from the worker
+    -- process, not the handler: without this a hung handler keeps its lease alive indefinitely.
+    max_runtime     interval NOT NULL DEFAULT '10 minutes' CHECK (max_runtime > '0')
 );
-INSERT INTO pools (name) VALUES ('short'), ('long') ON CONFLICT DO NOTHING;
+INSERT INTO pools (name, max_runtime) VALUES ('short', '10 minutes'), ('long', '7 hours') ON CONFLICT DO NOTHING;
 
 -- ---------------------------------------------------------------------------------------------
 -- Jobs: what the user asked for. One row per one-shot or recurring job.
@@ -59,6 +63,7 @@ CREATE TABLE IF NOT EXISTS jobs (
                          CHECK (overlap_policy IN ('allow', 'skip', 'buffer_one', 'buffer_all', 'cancel_other')),
     max_attempts         integer NOT NULL DEFAULT 3 CHECK (max_attempts > 0),
     retry_base_seconds   double precision NOT NULL DEFAULT 1 CHECK (retry_base_seconds >= 0),
+    max_runtime          interval CHECK (max_runtime > '0'),  -- NULL: the pool's
     idempotency_key      text,
     paused               boolean NOT NULL DEFAULT false,
     deleted_at           timestamptz,
@@ -171,6 +176,7 @@ CREATE TABLE IF NOT EXISTS claim_bounds (
 -- tokens are then handed out in the order they are asked for, which claim_bounds relies on.
 --
 --     new ──► running ──► succeeded | failed | lost (lease expired) | cancelled
+--                              | timed_out (ran past its max runtime: cancelled, then abandoned by its worker)
 -- ---------------------------------------------------------------------------------------------
 CREATE SEQUENCE IF NOT EXISTS fencing_tokens;
 CREATE TABLE IF NOT EXISTS attempts (
@@ -183,6 +189,7 @@ CREATE TABLE IF NOT EXISTS attempts (
     started_at        timestamptz,                 -- handler start, on the database clock
     heartbeat_at      timestamptz,
     lease_expires_at  timestamptz NOT NULL,        -- database clock; only the database compares it
+    deadline          timestamptz,                 -- dispatch + max runtime: past it, the attempt is timed out
     finished_at       timestamptz,
     cancel_requested  boolean NOT NULL DEFAULT false,
     error             text
@@ -273,7 +280,7 @@ INSERT INTO state_transitions (machine, from_state, to_state) VALUES
     ('occurrence', 'running', 'dead'), ('occurrence', 'running', 'cancelled'),
     ('attempt', 'new', 'running'),
     ('attempt', 'running', 'succeeded'), ('attempt', 'running', 'failed'),
-    ('attempt', 'running', 'lost'), ('attempt', 'running', 'cancelled')
+    ('attempt', 'running', 'lost'), ('attempt', 'running', 'cancelled'), ('attempt', 'running', 'timed_out')
 ON CONFLICT DO NOTHING;
 
 -- Raises for a transition the table does not list; only ever called for one (see the WHEN clauses below).
@@ -328,6 +335,21 @@ CREATE TABLE IF NOT EXISTS ledger (
     fence_token  bigint NOT NULL,
     written_at   timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+-- The demo of a NON-idempotent effect, a charge: each applied row adds its amount to the account's balance.
+-- A fencing token cannot make it exactly-once: it refuses a stale attempt only AFTER a newer one has written,
+-- and a stale attempt that charges first is accepted -- then the retry charges again. What makes it happen once
+-- is the write path deduplicating on the occurrence's idempotency key (d2_charge); the token adds protection
+-- against a stale attempt that arrives after a newer one. Every try is a row: applied, duplicate or stale.
+CREATE TABLE IF NOT EXISTS charges (
+    id               bigserial PRIMARY KEY,
+    idempotency_key  text NOT NULL,
+    account          text NOT NULL,
+    amount           bigint NOT NULL,
+    token            bigint NOT NULL,
+    outcome          text NOT NULL CHECK (outcome IN ('applied', 'duplicate', 'stale')),
+    at               timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX IF NOT EXISTS charges_key ON charges (idempotency_key);
 CREATE TABLE IF NOT EXISTS ledger_effects (
     id           bigserial PRIMARY KEY,
     key          text NOT NULL,
