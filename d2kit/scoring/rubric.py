@@ -131,6 +131,34 @@ class DesignRubric:
         return sum(c.points for c in self.criteria)
 
 
+@dataclass(frozen=True)
+class DiagramRubricCheck:
+    id: str
+    points: float
+    full: str
+    none: str  # "" where the rubric leaves it implicit
+
+
+@dataclass(frozen=True)
+class DiagramCriterion:
+    id: str
+    title: str
+    points: float
+    checks: tuple[DiagramRubricCheck, ...]
+
+
+@dataclass(frozen=True)
+class DiagramRubric:
+    title: str
+    points: float
+    intro: str
+    criteria: tuple[DiagramCriterion, ...]
+    bands: tuple[tuple[float, str], ...]  # (lowest total, label), highest first
+
+    def band(self, total: float) -> str:
+        return next(label for lowest, label in self.bands if total >= lowest)
+
+
 def _credit(raw: dict) -> Credit:
     return Credit(full=raw["full"], partial=raw["partial"], none=raw["none"])
 
@@ -204,6 +232,28 @@ def load_process_rubric() -> ProcessRubric:
             for c in raw["checks"]
         ),
     )
+
+
+@cache
+def load_diagram_rubric() -> DiagramRubric:
+    """Part 3. A criterion without checks (agreement) is its own single check, with a partial level."""
+    raw = _read("part3-diagram.yaml")
+    criteria = []
+    for c in raw["criteria"]:
+        checks = c.get("checks") or [{"id": c["id"], "points": c["points"], "full": c["full"], "none": c["none"]}]
+        criteria.append(DiagramCriterion(
+            id=c["id"], title=c["title"], points=c["points"],
+            checks=tuple(DiagramRubricCheck(id=k["id"], points=k["points"], full=" ".join(k["full"].split()),
+                                            none=" ".join(k.get("none", "").split())) for k in checks)))
+    rubric = DiagramRubric(title=raw["title"], points=raw["points"], intro=" ".join(raw["intro"].split()),
+                           criteria=tuple(criteria),
+                           bands=tuple(sorted(((b["min"], b["label"]) for b in raw["bands"]), reverse=True)))
+    for criterion in rubric.criteria:
+        if abs(sum(k.points for k in criterion.checks) - criterion.points) > 1e-9:
+            raise ValueError(f"part3-diagram.yaml: the checks of {criterion.id} do not add up to its points")
+    if abs(sum(c.points for c in rubric.criteria) - rubric.points) > 1e-9:
+        raise ValueError("part3-diagram.yaml: the criteria do not add up to its points")
+    return rubric
 
 
 # --------------------------------------------------------------------------------------------------
