@@ -52,8 +52,12 @@ STYLE = {"!": (LATE, "bold red"), "#": (IN_BUDGET, "green"), "+": (OUT_OF_BUDGET
 def picture(spans: list[Span], ended_minute: float | None = None, process: ProcessRubric | None = None) -> Text:
     process = process or load_process_rubric()
     deadline = int(process.deep_dive_deadline.minute)
-    ruler = "".join("|" if m == deadline else "'" if m % 5 == 0 else " " for m in range(int(process.minutes)))
-    text = Text(f"{'minute':>9} {ruler}\n", style="dim")
+    width = int(process.minutes)
+    numbers = [" "] * (width + 2)
+    for minute in range(0, width + 1, 10):
+        numbers[minute:minute + len(str(minute))] = str(minute)
+    ticks = "".join("|" if m == deadline else "'" if m % 5 == 0 else " " for m in range(width))
+    text = Text(f"{'minute':>9} {''.join(numbers).rstrip()}\n{'':>9} {ticks}\n", style="dim")
     for row, cells in rows(spans, process):
         name = f"section {row}" if row != DIAGRAM_ROW else DIAGRAM_ROW
         text.append(f"{name:>9} ")
@@ -64,6 +68,6 @@ def picture(spans: list[Span], ended_minute: float | None = None, process: Proce
     legend = (f"{BUDGET} the budget's minutes for the row  {IN_BUDGET} worked on it, in budget  "
               f"{OUT_OF_BUDGET} out of budget  red: drawing after minute {deadline}")
     if ended_minute is not None:
-        legend += f"  (round ended at minute {ended_minute:g})"
+        legend += f"  (round ended at minute {ended_minute:.0f})"
     text.append(legend, style="dim")
     return text

@@ -139,7 +139,7 @@ def _checks(o: ProcessObservation, process: ProcessRubric) -> list[ProcessCheckR
     deadline = process.deep_dive_deadline.minute
     deep_dive_phase = next(p for p in process.phases if process.deep_dive_deadline.section in p.sections)
     titles = {c.id: c.title for c in process.checks}
-    clarified = [m for m in (o.scale_numbers_minute, o.delivery_guarantee_minute)]
+    clarified = [o.scale_numbers_minute, o.delivery_guarantee_minute]
     if all(m is not None and m <= clarify_end for m in clarified):
         clarify_level = "full"
     elif any(m is not None for m in clarified):
@@ -156,11 +156,11 @@ def _checks(o: ProcessObservation, process: ProcessRubric) -> list[ProcessCheckR
     diagram_level = "none" if not drawn else "partial" if o.diagram_changed_after_deadline else "full"
     return [
         ProcessCheckResult("clarified_first", titles["clarified_first"], clarify_level,
-                           f"scale numbers in section 2 at {_minute(o.scale_numbers_minute)}; the delivery "
-                           f"guarantee written at {_minute(o.delivery_guarantee_minute)} (phase 1 ends at minute "
+                           f"scale numbers in section 2: {_minute(o.scale_numbers_minute)}; the delivery "
+                           f"guarantee: {_minute(o.delivery_guarantee_minute)} (phase 1 ends at minute "
                            f"{clarify_end:g})"),
         ProcessCheckResult("time_budget", titles["time_budget"], budget_level,
-                           f"deep dive (section 6, {DEEP_DIVE_STARTED_WORDS}+ words) begun at "
+                           f"deep dive (section 6, {DEEP_DIVE_STARTED_WORDS}+ words) begun: "
                            f"{_minute(o.deep_dive_minute)}; {o.minutes_on_hard_sections:g} min on sections 6–7 "
                            f"against {o.minutes_on_plumbing:g} min on sections 3, 5 and the drawing"),
         ProcessCheckResult("diagram", titles["diagram"], diagram_level,

@@ -197,8 +197,8 @@ def read_scene(raw: object, source: str = "scene") -> Scene:
         if element["type"] in ("frame", "magicframe") and element.get("name"):
             shapes[element["id"]].texts.append(str(element["name"]).strip())
 
-    remarks: list[str] = []
-    arrows = {e["id"]: _arrow(e, by_id, shapes, shape_list, remarks) for e in elements
+    snaps: list[tuple[str, Shape | None]] = []  # unbound arrow ends: (which end, the shape it was read as touching)
+    arrows = {e["id"]: _arrow(e, by_id, shapes, shape_list, snaps) for e in elements
               if e["type"] in CONNECTOR_TYPES}
     placer = _FreeTextPlacer(shape_list, list(arrows.values()), by_id)
     for element in elements:
@@ -212,6 +212,9 @@ def read_scene(raw: object, source: str = "scene") -> Scene:
             arrows[container].texts.append(text)
         else:
             placer.place(element, text)
+    remarks = [f"an arrow's {which} is not bound; read as touching {shape.describe()}, the nearest shape"
+               if shape is not None else f"an arrow's {which} touches nothing (no shape within {SNAP_DISTANCE:g} px)"
+               for which, shape in snaps]  # worded after the labels are placed, so they name the boxes
     return Scene(shape_list + placer.group_shapes, list(arrows.values()), placer.notes, remarks, len(elements))
 
 
@@ -286,7 +289,7 @@ def _bound_shape(binding: object, by_id: dict[str, dict], shapes: dict[str, Shap
 
 
 def _arrow(element: dict, by_id: dict[str, dict], shapes: dict[str, Shape], shape_list: list[Shape],
-           remarks: list[str]) -> Arrow:
+           snaps: list[tuple[str, Shape | None]]) -> Arrow:
     points = _points(element)
     ends = []
     for which, binding, point in (("start", element.get("startBinding"), points[0] if points else None),
@@ -294,11 +297,7 @@ def _arrow(element: dict, by_id: dict[str, dict], shapes: dict[str, Shape], shap
         shape = _bound_shape(binding, by_id, shapes)
         if shape is None and point is not None:
             shape = _nearest(shape_list, *point)
-            if shape is not None:
-                remarks.append(f"an arrow's {which} is not bound; read as touching {shape.describe()}, the nearest "
-                               f"shape")
-            else:
-                remarks.append(f"an arrow's {which} touches nothing (no shape within {SNAP_DISTANCE:g} px)")
+            snaps.append((which, shape))
         ends.append(shape)
     is_arrow = element["type"] == "arrow"
     head_at_end = bool(element.get("endArrowhead", "arrow" if is_arrow else None))
