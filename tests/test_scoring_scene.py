@@ -102,3 +102,22 @@ def test_a_file_that_is_not_a_scene_is_named_and_explained(tmp_path: Path, conte
     path.write_text(content)
     with pytest.raises(SceneError, match=message):
         load_scene(path)
+
+
+def test_free_text_an_arrow_is_bound_to_is_a_node():
+    d = Drawing()
+    api, store = d.text("API", 0, 0), d.text("Postgres", 400, 0)
+    d.arrow(api, store, "insert job")
+    arrow = read_scene(d.scene()).arrows[0]
+    assert (arrow.start.label, arrow.end.label) == ("API", "Postgres")
+
+
+def test_a_frame_around_the_drawing_does_not_swallow_the_arrow_labels():
+    d = Drawing()
+    d.frame("Architecture", -100, -100, 800, 400)
+    worker, store = d.box("Worker", 0, 0), d.box("Store", 400, 0)
+    d.arrow(worker, store)
+    d.text("heartbeat", 260, 25)  # free text on the arrow, inside the frame
+    scene = read_scene(d.scene())
+    assert scene.arrows[0].label == "heartbeat"
+    assert next(s for s in scene.shapes if s.kind == "frame").label == "Architecture"

@@ -15,7 +15,7 @@ from pathlib import Path
 from d2kit.scoring import components as vocabulary
 from d2kit.scoring.document import Document
 from d2kit.scoring.export_check import ExportCheck, check_export
-from d2kit.scoring.rubric import DiagramRubric, load_diagram_rubric
+from d2kit.scoring.rubric import DiagramRubric, DiagramRubricCheck, load_diagram_rubric
 from d2kit.scoring.scene import Arrow, Scene, SceneError, Shape, load_scene
 
 LEASE = re.compile(r"\blease|heartbeat|visibility[- ]timeout|\bexpir|\bttl\b|time ?out|\brenew", re.I)
@@ -32,7 +32,6 @@ COMPLETION = re.compile(r"complet|result|\bdone\b|\back\b|heartbeat|status|repor
 CLAIM = re.compile(r"claim|poll|pull|fetch|\btake|dequeue|\blease|\bget\b|receiv|consum|subscri|acquir|\block|"
                    r"select|dispatch|deliver|assign|push|\bsend|\bwork\b|\btasks?\b|\bjobs?\b", re.I)
 AGREEMENT_PARTIAL_LIMIT = 2  # up to this many components in only one of drawing and section 5: partial
-TEMPLATE_PLACEHOLDER = re.compile(r"^(components and the flow between them|this is the diagram)\.?$", re.I)
 
 
 @dataclass
@@ -114,11 +113,8 @@ class _Reading:
                 found.append((arrow, arrow.end, arrow.start))
         return found
 
-    def labels(self) -> list[str]:
-        return [s.describe() for s in self.scene.shapes if s.label]
-
     def looked_at(self) -> str:
-        labels = self.labels()
+        labels = [s.describe() for s in self.scene.shapes if s.label]
         shown = ", ".join(labels[:12]) + (f" and {len(labels) - 12} more" if len(labels) > 12 else "")
         return f"labels looked at: {shown}" if labels else "no shape on the canvas has a label"
 
@@ -128,15 +124,21 @@ class _Reading:
         return found + [f"note '{n}'" for n in self.scene.notes if regex.search(n)]
 
 
-def _flows_from_to(reading: _Reading, tail: Iterable[str], head: Iterable[str]) -> list[Arrow]:
-    """Arrows pointing from a ``tail`` component to a ``head`` one (a line without heads counts both ways)."""
-    found = []
-    for arrow, a, _ in reading.links(tail, head):
-        forward = arrow.start is a
-        if (arrow.head_at_end and forward) or (arrow.head_at_start and not forward) or not (
-                arrow.head_at_end or arrow.head_at_start):
-            found.append(arrow)
-    return found
+def _directions(arrow: Arrow) -> list[tuple[Shape | None, Shape | None]]:
+    """(from, to) pairs an arrow reads as: one by its head, or both ways for two heads or a line without any."""
+    if arrow.head_at_end != arrow.head_at_start:
+        return [(arrow.start, arrow.end)] if arrow.head_at_end else [(arrow.end, arrow.start)]
+    return [(arrow.start, arrow.end), (arrow.end, arrow.start)]
+
+
+def _flows_from_to(r: _Reading, tail: Iterable[str], head: Iterable[str]) -> list[Arrow]:
+    return [arrow for arrow in r.scene.arrows
+            if any(r.is_(t, tail) and r.is_(h, head) for t, h in _directions(arrow))]
+
+
+def _leaves_worker(r: _Reading, arrow: Arrow) -> bool:
+    """The arrow goes from a worker to something that is not a worker."""
+    return any(r.is_(t, ["worker"]) and h is not None and not r.is_(h, ["worker"]) for t, h in _directions(arrow))
 
 
 Result = tuple[list[str], list[str]]  # (evidence, missing): no evidence means no credit
@@ -187,8 +189,7 @@ def _work_links(r: _Reading) -> list[Arrow]:
     """Arrows between a worker and the store or a queue that hand it work: not a worker's result alone."""
     links = []
     for arrow, worker, _ in r.links(["worker"], ["queue", "store"]):
-        away_only = (arrow.head_at_end and not arrow.head_at_start and arrow.start is worker) or (
-            arrow.head_at_start and not arrow.head_at_end and arrow.end is worker)
+        away_only = all(t is worker for t, _ in _directions(arrow))
         if not (away_only and COMPLETION.search(arrow.label) and not CLAIM.search(arrow.label)):
             links.append(arrow)
     return links
@@ -249,14 +250,6 @@ def _completion_flow(r: _Reading) -> Result:
                 "no result/complete/heartbeat arrow from a worker"]
 
 
-def _leaves_worker(r: _Reading, arrow: Arrow) -> bool:
-    """The arrow goes from a worker to something that is not a worker (by its heads, or either way for a line)."""
-    ends = [(arrow.start, arrow.end)] if arrow.head_at_end and not arrow.head_at_start else \
-        [(arrow.end, arrow.start)] if arrow.head_at_start and not arrow.head_at_end else \
-        [(arrow.start, arrow.end), (arrow.end, arrow.start)]
-    return any(r.is_(tail, ["worker"]) and head is not None and not r.is_(head, ["worker"]) for tail, head in ends)
-
-
 def _fencing(r: _Reading) -> Result:
     found = r.texts_matching(FENCING)
     found += [f"arrow {a.describe()}" for a in r.scene.arrows if TOKEN.search(a.label) and _leaves_worker(r, a)]
@@ -299,12 +292,12 @@ def section_5_text(doc: Document | None) -> str:
     if doc is None:
         return ""
     units = [u.text for u in doc.section_units(5) if u.kind != "heading"]
-    units = [t for t in units if not TEMPLATE_PLACEHOLDER.match(t.strip())]
     code = ["\n".join(line.text for line in block.lines) for block in doc.code_blocks if block.section == 5]
     return "\n".join(units + code)
 
 
-def _agreement(reading: _Reading, section_5: str, points: float) -> tuple[DiagramCheckScore, list[str], list[str]]:
+def _agreement(reading: _Reading, section_5: str,
+               spec: DiagramRubricCheck) -> tuple[DiagramCheckScore, list[str], list[str]]:
     drawn = {k for s in reading.scene.shapes for k in reading.kinds[s]}
     written = vocabulary.components_in(section_5)
     drawn_names = vocabulary.technologies_in(" ".join(s.label for s in reading.scene.shapes))
@@ -322,9 +315,8 @@ def _agreement(reading: _Reading, section_5: str, points: float) -> tuple[Diagra
         missing.append(f"no component on the drawing is recognisable ({reading.looked_at()})")
     else:
         share = 1.0 if mismatches == 0 else 0.5 if mismatches <= AGREEMENT_PARTIAL_LIMIT else 0.0
-    why = "The drawing and the document should describe one system; a reviewer reads both."
-    return (DiagramCheckScore("agreement", "agreement", round(share * points, 1), points, evidence, missing, why),
-            only_drawn, only_written)
+    return (DiagramCheckScore(spec.id, spec.id, round(share * spec.points, 1), spec.points, evidence, missing,
+                              spec.none), only_drawn, only_written)
 
 
 def grade_scene(scene: Scene, doc: Document | None, *, source: str = "scene",
@@ -339,7 +331,7 @@ def grade_scene(scene: Scene, doc: Document | None, *, source: str = "scene",
     for criterion in rubric.criteria:
         for spec in criterion.checks:
             if spec.id == "agreement":
-                check, only_drawn, only_written = _agreement(reading, section_5_text(doc), spec.points)
+                check, only_drawn, only_written = _agreement(reading, section_5_text(doc), spec)
                 checks.append(check)
                 continue
             evidence, missing = CHECKS[spec.id](reading)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from d2kit.scoring.document import parse
+from d2kit.scoring.practice import DEEP_DIVE_STARTED_WORDS  # the timer's minute-25 warning uses the same line
 from d2kit.scoring.round_record import RoundRecord, Save
 from d2kit.scoring.rubric import ProcessRubric, load_process_rubric
 
 DIAGRAM_ROW = "diagram"
-DEEP_DIVE_STARTED_WORDS = 20  # words in section 6: the deep dive has begun (as the practice timer's warning)
 HARD_SECTIONS = ("6", "7")
 PLUMBING_SECTIONS = ("3", "5", DIAGRAM_ROW)
 NOT_OBSERVED = ("not observed: this attempt has no practice record (attempt-d2.round.json), so the process was "

@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SHAPE_TYPES = {"rectangle", "ellipse", "diamond", "frame", "magicframe"}
+FRAME_TYPES = {"frame", "magicframe"}
+SHAPE_TYPES = {"rectangle", "ellipse", "diamond"} | FRAME_TYPES
 CONNECTOR_TYPES = {"arrow", "line"}
 SNAP_DISTANCE = 60.0  # px from an unbound arrow end to a shape's edge that still reads as "touching" it
 ARROW_LABEL_DISTANCE = 40.0  # px from a free text's centre to an arrow's path for it to label that arrow
@@ -184,7 +185,8 @@ def _innermost(shapes: list[Shape], x: float, y: float) -> Shape | None:
 def read_scene(raw: object, source: str = "scene") -> Scene:
     elements = live_elements(raw, source)
     by_id = {e["id"]: e for e in elements}
-    shapes = {e["id"]: Shape(e["id"], e["type"], element_box(e)) for e in elements if e["type"] in SHAPE_TYPES}
+    shapes = {e["id"]: Shape(e["id"], e["type"], element_box(e)) for e in elements
+              if e["type"] in SHAPE_TYPES or e["id"] in _text_nodes(elements)}
     shape_list = list(shapes.values())
     for shape in shape_list:  # a shape drawn inside another belongs to it: "replica 1" inside "Schedulers x3"
         holders = [s for s in shape_list if s is not shape and s.box.contains(shape.box)]
@@ -194,7 +196,7 @@ def read_scene(raw: object, source: str = "scene") -> Scene:
         elif frame is not None:  # a frame's member may stick out of it: the frame still holds it
             _adopt(frame, shape)
     for element in elements:
-        if element["type"] in ("frame", "magicframe") and element.get("name"):
+        if element["type"] in FRAME_TYPES and element.get("name"):
             shapes[element["id"]].texts.append(str(element["name"]).strip())
 
     snaps: list[tuple[str, Shape | None]] = []  # unbound arrow ends: (which end, the shape it was read as touching)
@@ -206,7 +208,9 @@ def read_scene(raw: object, source: str = "scene") -> Scene:
         container = element.get("containerId")
         if not text:
             continue
-        if container in shapes:
+        if element["id"] in shapes:  # a text node labels itself
+            shapes[element["id"]].texts.append(text)
+        elif container in shapes:
             shapes[container].texts.append(text)
         elif container in arrows:
             arrows[container].texts.append(text)
@@ -216,6 +220,13 @@ def read_scene(raw: object, source: str = "scene") -> Scene:
                if shape is not None else f"an arrow's {which} touches nothing (no shape within {SNAP_DISTANCE:g} px)"
                for which, shape in snaps]  # worded after the labels are placed, so they name the boxes
     return Scene(shape_list + placer.group_shapes, list(arrows.values()), placer.notes, remarks, len(elements))
+
+
+def _text_nodes(elements: list[dict]) -> set[str]:
+    """Free text an arrow is bound to is a node of the drawing, as a box would be: "API -> Postgres" in words."""
+    bound = {b.get("elementId") for e in elements if e["type"] in CONNECTOR_TYPES
+             for b in (e.get("startBinding"), e.get("endBinding")) if isinstance(b, dict)}
+    return {e["id"] for e in elements if e["type"] == "text" and not e.get("containerId") and e["id"] in bound}
 
 
 def _adopt(parent: Shape, child: Shape) -> None:
@@ -243,12 +254,13 @@ class _FreeTextPlacer:
     def place(self, element: dict, text: str) -> None:
         x, y = element_box(element).centre
         holder = _innermost(self.shapes, x, y) or self._group_holder(element.get("groupIds") or [])
-        if holder is not None:
-            holder.texts.append(text)
-            return
         near = [(a, _path_distance(a.points, x, y)) for a in self.arrows if a.points]
         near = [(a, d) for a, d in near if d <= ARROW_LABEL_DISTANCE]
-        if near:
+        # Inside a plain box, text names the box; inside a frame or a box of boxes, text beside an arrow that
+        # crosses it labels the arrow (a frame around the whole drawing must not swallow the arrow labels).
+        if holder is not None and not (near and (holder.children or holder.kind in FRAME_TYPES)):
+            holder.texts.append(text)
+        elif near:
             min(near, key=lambda pair: pair[1])[0].texts.append(text)
         else:
             self.notes.append(" ".join(text.split()))
