@@ -144,34 +144,27 @@ def _leaves_worker(r: _Reading, arrow: Arrow) -> bool:
 Result = tuple[list[str], list[str]]  # (evidence, missing): no evidence means no credit
 
 
-def _replicated_scheduler(r: _Reading) -> Result:
-    schedulers = r.shapes("scheduler")
-    several = [s.describe() for s in schedulers if vocabulary.is_multiple(s.label) or vocabulary.has_standby(s.label)]
-    if len(r.instances("scheduler")) >= 2:
-        return [s.describe() for s in schedulers], []
-    if several:
-        return several, []
-    if schedulers:
-        return [], [f"one scheduler, {schedulers[0].describe()}, and no replica, standby or 'x N' on it"]
-    return [], [f"no scheduler (dispatcher, planner, controller) on the drawing ({r.looked_at()})"]
+def _more_than_one(kind: str, also_means_several: Callable[[str], bool], synonyms: str,
+                   several_words: str) -> Callable[[_Reading], Result]:
+    """Two boxes of the kind, or one box whose label says there are several (or a standby)."""
+    def check(r: _Reading) -> Result:
+        boxes = r.shapes(kind)
+        if len(r.instances(kind)) >= 2:
+            return [s.describe() for s in boxes], []
+        several = [s.describe() for s in boxes if also_means_several(s.label)]
+        if several:
+            return several, []
+        if boxes:
+            return [], [f"one {kind}, {boxes[0].describe()}, and no {several_words} on it"]
+        return [], [f"no {kind} ({synonyms}) on the drawing ({r.looked_at()})"]
+
+    return check
 
 
 def _durable_store(r: _Reading) -> Result:
     stores = r.shapes("store")
     return ([s.describe() for s in stores], []) if stores else (
         [], [f"no database, log or key-value store ({r.looked_at()})"])
-
-
-def _worker_fleet(r: _Reading) -> Result:
-    workers = r.shapes("worker")
-    several = [s.describe() for s in workers if vocabulary.is_multiple(s.label)]
-    if len(r.instances("worker")) >= 2:
-        return [s.describe() for s in workers], []
-    if several:
-        return several, []
-    if workers:
-        return [], [f"one worker, {workers[0].describe()}, with no 'x N', pool or fleet on it"]
-    return [], [f"no worker (executor, runner, agent) on the drawing ({r.looked_at()})"]
 
 
 def _dispatch_path(r: _Reading) -> Result:
@@ -273,9 +266,12 @@ def _labelled(regex: re.Pattern, what: str) -> Callable[[_Reading], Result]:
 
 
 CHECKS: dict[str, Callable[[_Reading], Result]] = {
-    "replicated_scheduler": _replicated_scheduler,
+    "replicated_scheduler": _more_than_one(
+        "scheduler", lambda label: vocabulary.is_multiple(label) or vocabulary.has_standby(label),
+        "dispatcher, planner, controller", "replica, standby or 'x N'"),
     "durable_store": _durable_store,
-    "worker_fleet": _worker_fleet,
+    "worker_fleet": _more_than_one("worker", vocabulary.is_multiple, "executor, runner, agent",
+                                   "'x N', pool or fleet"),
     "dispatch_path": _dispatch_path,
     "submit_flow": _submit_flow,
     "scheduler_store_flow": _scheduler_store_flow,
