@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 import typer
+from drawing import strong
 from typer.testing import CliRunner
 
 from d2kit.scoring.cli import register
+from d2kit.scoring.round_record import RoundRecord, diagram_save, document_save, record_path
 from d2kit.scoring.rubric import RUBRIC_DIR
 
 STRONG = RUBRIC_DIR / "calibration" / "strong.md"
@@ -60,13 +62,24 @@ def test_score_markdown_and_rich(app: typer.Typer):
     assert "First pass, not the verdict" in table.output and "Total: 87.8 / 100" in table.output
 
 
-def test_score_checks_the_diagram_without_judging_it(app: typer.Typer, tmp_path: Path):
-    fake = tmp_path / "attempt-d2.png"
-    fake.write_text("not a png")
-    result = runner.invoke(app, ["score", str(STRONG), "--diagram", str(fake), "--json", "--no-record"])
-    diagram = json.loads(result.output)["diagram"]
-    assert diagram["ok"] is False and diagram["verdict"] == "not a PNG file"
-    assert "not judged" in diagram["note"]
+def test_score_grades_the_scene_beside_the_document_and_refuses_an_image_as_the_drawing(app: typer.Typer,
+                                                                                      tmp_path: Path):
+    attempt = tmp_path / "attempt-d2.md"
+    attempt.write_text(STRONG.read_text())
+    strong().save(tmp_path / "attempt-d2.excalidraw")  # found next to the attempt, no --diagram needed
+    result = runner.invoke(app, ["score", str(attempt), "--json", "--no-record"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["total"] == 87.8 and report["max_total"] == 100  # the diagram is beside the 100, not in it
+    assert report["diagram"]["points"] == 20 and report["diagram"]["export"]["ok"] is False  # no PNG handed in
+    assert report["process"]["observed"] is False
+    image = tmp_path / "attempt-d2.png"
+    image.write_bytes(b"\x89PNG")
+    refused = runner.invoke(app, ["score", str(attempt), "--diagram", str(image), "--no-record"])
+    assert refused.exit_code != 0 and "graded from its Excalidraw scene" in refused.output
+    assert "Traceback" not in refused.output
+    table = runner.invoke(app, ["score", str(attempt), "--no-record"])
+    assert "Diagram (Part 3) — 20 / 20" in table.output and "Process (Part 1): not observed" in table.output
 
 
 def test_self_score_records_both_and_compares(app: typer.Typer, tmp_path: Path):
@@ -100,3 +113,32 @@ def test_history_lists_attempts_and_plots_progress(app: typer.Typer, tmp_path: P
     listed = json.loads(runner.invoke(app, ["history", "--json"]).output)
     assert [r["total"] for r in listed] == [15.4, 87.8]
     assert listed[1]["follow_ups_pre_empted"] == [1, 2, 5]
+    assert [r["diagram_points"] for r in listed] == [0, 0]  # no drawing next to either attempt
+    assert [r["process_observed"] for r in listed] == [False, False]
+
+
+def test_history_draws_each_practised_rounds_timeline(app: typer.Typer, tmp_path: Path):
+    attempt = tmp_path / "attempt-d2.md"
+    attempt.write_text(STRONG.read_text())
+    strong().save(tmp_path / "attempt-d2.excalidraw")
+    record = RoundRecord(budget_minutes=45, round_minutes=45, ended_minute=45, finished=True,
+                         text_at_time_up=attempt.read_text(),
+                         saves=[document_save(attempt.read_text(), 8), diagram_save(tmp_path / "attempt-d2.excalidraw",
+                                                                                    30)])
+    record_path(attempt).write_text(record.to_json())
+    assert runner.invoke(app, ["score", str(attempt), "--json"]).exit_code == 0
+    shown = runner.invoke(app, ["history"])
+    assert shown.exit_code == 0, shown.output
+    assert "phase timeline" in shown.output and "diagram" in shown.output and "20/20" in shown.output
+    entry = json.loads(runner.invoke(app, ["history", "--json"]).output)[0]
+    assert entry["process_observed"] and entry["process_checks"]["diagram"] == "partial"  # drawn at minute 30
+    assert entry["spans"][-1] == {"row": "diagram", "start": 8, "end": 30}
+
+
+def test_a_broken_round_record_is_named_not_a_traceback(app: typer.Typer, tmp_path: Path):
+    attempt = tmp_path / "attempt-d2.md"
+    attempt.write_text(STRONG.read_text())
+    record_path(attempt).write_text("{not json")
+    result = runner.invoke(app, ["score", str(attempt), "--no-record"])
+    assert result.exit_code != 0 and "not a round record the kit wrote" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)

@@ -10,9 +10,11 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from drawing import strong
 from rich.console import Console
 
 from d2kit.scoring.practice import PracticeSession, run_timer, timeline
@@ -97,8 +99,11 @@ def test_an_existing_attempt_is_not_overwritten(tmp_path: Path):
     assert session.attempt.read_text() == "my work"
 
 
-def _run_under_pty(args: list[str], env: dict[str, str], limit_seconds: float = 60) -> str:
-    """Run a command with a terminal as stdin/stdout/stderr; return everything it wrote."""
+def _run_under_pty(args: list[str], env: dict[str, str], limit_seconds: float = 60,
+                   on_output: Callable[[str], None] = lambda text: None) -> str:
+    """Run a command with a terminal as stdin/stdout/stderr; return everything it wrote.
+
+    ``on_output`` sees the output so far after every read, so a test can act in the middle of a round."""
     controller, terminal = pty.openpty()
     process = subprocess.Popen(args, stdin=terminal, stdout=terminal, stderr=terminal, env=env, close_fds=True)
     os.close(terminal)
@@ -114,6 +119,7 @@ def _run_under_pty(args: list[str], env: dict[str, str], limit_seconds: float = 
             if not data:
                 break
             chunks.append(data)
+            on_output(b"".join(chunks).decode("utf-8", errors="replace"))
         elif process.poll() is not None:
             break
     process.wait(timeout=10)
@@ -122,20 +128,30 @@ def _run_under_pty(args: list[str], env: dict[str, str], limit_seconds: float = 
     return ANSI.sub("", b"".join(chunks).decode("utf-8", errors="replace"))
 
 
-def test_practice_in_a_terminal_reveals_at_the_end_and_scores(tmp_path: Path):
-    home = tmp_path / "home"
-    env = {**os.environ, "D2KIT_HOME": str(home), "D2KIT_PRACTICE_SPEED": "240", "COLUMNS": "120", "LINES": "40",
+def test_practice_in_a_terminal_records_the_drawing_and_ends_with_both_grades_and_the_timeline(tmp_path: Path):
+    home, round_dir = tmp_path / "home", tmp_path / "round"
+    env = {**os.environ, "D2KIT_HOME": str(home), "D2KIT_PRACTICE_SPEED": "30", "COLUMNS": "140", "LINES": "40",
            "TERM": "xterm-256color"}
+    scene = round_dir / "attempt-d2.excalidraw"
+
+    def draw_once_the_round_has_started(output: str) -> None:
+        if "Your attempt:" in output and not scene.exists():
+            strong().save(scene)
+
     output = _run_under_pty([sys.executable, "-m", "d2kit.cli", "practice", "--minutes", "1",
-                             "--dir", str(tmp_path / "round")], env)
+                             "--dir", str(round_dir)], env, on_output=draw_once_the_round_has_started)
     time_up = output.index("TIME IS UP")
     assert FOLLOW_UP_TEXT not in output[:time_up]
     assert FOLLOW_UP_TEXT in output[time_up:]
     assert "phase 4/5: Deep dive" in output[:time_up]
     assert "Total: 0 / 100" in output[time_up:]
-    assert (tmp_path / "round" / "attempt-d2.md").exists()
+    assert "Diagram (Part 3) — 18 / 20" in output[time_up:]  # all but agreement: the empty section 5
+    assert "Phase timeline" in output[time_up:] and "section 9" in output[time_up:]
+    record = json.loads((round_dir / "attempt-d2.round.json").read_text())
+    assert [s["file"] for s in record["saves"]] == ["diagram"] and record["finished"]
     records = [json.loads(line) for line in (home / "history.jsonl").read_text().splitlines()]
     assert [r["mode"] for r in records] == ["practice"] and records[0]["duration_seconds"] >= 60
+    assert records[0]["diagram_points"] == 18 and records[0]["process_observed"]
 
 
 def test_follow_ups_in_practice_come_from_the_rubric():

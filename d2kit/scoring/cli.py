@@ -13,22 +13,18 @@ from rich.prompt import FloatPrompt
 from rich.table import Table
 
 from d2kit.scoring import history as history_store
-from d2kit.scoring.practice import DIAGRAM_NAME, PracticeSession, clock_for
-from d2kit.scoring.report import render_json, render_markdown, render_rich
+from d2kit.scoring import round_report
+from d2kit.scoring.phase_timeline import picture
+from d2kit.scoring.practice import PracticeSession, clock_for
+from d2kit.scoring.report import render_markdown, render_rich
+from d2kit.scoring.round_grade import NotAScene, RoundGrade, grade_round
+from d2kit.scoring.round_record import RecordError
 from d2kit.scoring.rubric import load_design_rubric
-from d2kit.scoring.scorer import ScoreReport, score_file
 from d2kit.scoring.selfscore import ask_self_scores, comparison_table
+from d2kit.site import diagrams as exporter
 
 ANSWER_KEY_HINT = ("Now, and only now, compare with the answer key (ANSWER-KEY.md → D2, the kit's reference "
                    "design on the docs site).")
-
-
-def _diagram_for(attempt: Path, diagram: Path | None) -> Path | None:
-    """The explicit --diagram, else a PNG with the attempt's name next to it, if there is one."""
-    if diagram is not None:
-        return diagram
-    sibling = attempt.with_suffix(".png")
-    return sibling if sibling.exists() else None
 
 
 def _ask(console: Console):
@@ -42,26 +38,41 @@ def _ask(console: Console):
     return ask
 
 
-def _print_report(report: ScoreReport, console: Console, as_json: bool, as_md: bool) -> None:
+def _grade(attempt: Path, diagram: Path | None) -> RoundGrade:
+    try:
+        return grade_round(attempt, diagram)
+    except (NotAScene, RecordError) as error:
+        raise typer.BadParameter(str(error)) from error
+
+
+def _print_grade(grade: RoundGrade, console: Console, as_json: bool, as_md: bool) -> None:
     if as_json:
-        print(render_json(report))
+        print(json.dumps(grade.to_dict(), indent=2, ensure_ascii=False))
     elif as_md:
-        print(render_markdown(report), end="")
+        print(render_markdown(grade.document) + "\n" + round_report.render_markdown(grade.diagram, grade.process),
+              end="")
     else:
-        render_rich(report, console)
+        render_rich(grade.document, console)
+        round_report.render_diagram_rich(grade.diagram, console)
+        round_report.render_process_rich(grade.process, console)
+        console.print(f"[bold]Document {grade.document.total:g} / {grade.document.max_total:g} · diagram "
+                      f"{grade.diagram.points:g} / {grade.diagram.max_points:g} (graded beside the document, "
+                      f"not added to it)[/]")
 
 
 def score(
     attempt: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True, help="Your attempt-d2.md."),
-    diagram: Path | None = typer.Option(None, "--diagram", help="Your diagram PNG (default: the attempt's name "
-                                        "with .png, if it exists). Checked to be a real PNG; not judged."),
+    diagram: Path | None = typer.Option(None, "--diagram", help="Your Excalidraw scene (default: the attempt's "
+                                        "name with .excalidraw). Graded from its shapes, labels and arrows; the PNG "
+                                        "or SVG next to it is checked to be its export."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     as_md: bool = typer.Option(False, "--md", help="Markdown output."),
     self_score: bool = typer.Option(False, "--self", help="Score yourself against the rubric first, then compare "
                                     "with the tool."),
     record: bool = typer.Option(True, "--record/--no-record", help="Add this score to your history."),
 ) -> None:
-    """Score a design attempt against the rubric (Part 2), with the evidence behind every point.
+    """Score a design attempt (Part 2) and its diagram (Part 3), with the evidence behind every point; Part 1
+    from the practice record when there is one.
 
     An automatic score is a first pass; the rubric is the authority.
     """
@@ -69,13 +80,13 @@ def score(
         raise typer.BadParameter("--self is interactive; use it without --json or --md")
     console = Console()
     self_scores = ask_self_scores(load_design_rubric(), console, _ask(console)) if self_score else None
-    report = score_file(attempt, diagram=_diagram_for(attempt, diagram))
-    _print_report(report, console, as_json, as_md)
+    grade = _grade(attempt, diagram)
+    _print_grade(grade, console, as_json, as_md)
     if self_scores is not None:
-        console.print(comparison_table(report, self_scores))
+        console.print(comparison_table(grade.document, self_scores))
         console.print(ANSWER_KEY_HINT)
     if record:
-        history_store.record(report, text=attempt.read_text(encoding="utf-8"), mode="self" if self_score else "score",
+        history_store.record(grade, text=attempt.read_text(encoding="utf-8"), mode="self" if self_score else "score",
                              self_scores=self_scores)
 
 
@@ -87,8 +98,9 @@ def practice(
     speed: float = typer.Option(1.0, "--speed", min=1.0, hidden=True, envvar="D2KIT_PRACTICE_SPEED",
                                 help="Run the clock this many times faster (for tests)."),
 ) -> None:
-    """A timed round: creates attempt-d2.md from the template, runs the time budget, reveals the
-    hidden follow-ups when time is up, then scores the attempt. Ctrl-C ends the round early."""
+    """A timed round: creates attempt-d2.md from the template, runs the time budget while recording every
+    save of attempt-d2.md and attempt-d2.excalidraw, reveals the hidden follow-ups when time is up, then
+    grades the document, the diagram and the process. Ctrl-C ends the round early."""
     console = Console()
     session = PracticeSession(directory, minutes, clock_for(speed), console)
     try:
@@ -96,13 +108,28 @@ def practice(
     except FileExistsError as error:
         raise typer.BadParameter(str(error)) from error
     outcome = session.run(reveal_now=reveal)
-    diagram = directory / DIAGRAM_NAME
-    report = score_file(outcome.attempt, diagram=diagram)
-    render_rich(report, console)
-    history_store.record(report, text=outcome.attempt.read_text(encoding="utf-8"), mode="practice",
+    _export_png(session.diagram, console)
+    grade = _grade(outcome.attempt, None)
+    _print_grade(grade, console, as_json=False, as_md=False)
+    history_store.record(grade, text=outcome.attempt.read_text(encoding="utf-8"), mode="practice",
                          duration_seconds=outcome.elapsed_seconds)
     console.print(f"Recorded in {history_store.history_path()}. Next: [bold]d2kit score --self "
                   f"{outcome.attempt}[/] to score yourself, then the answer key.")
+
+
+def _export_png(scene: Path, console: Console) -> None:
+    """The handed-in PNG is the export of the scene as it stood at time-up."""
+    if not scene.exists():
+        return
+    if not exporter.exporter_available():
+        console.print("[yellow]The Excalidraw exporter is not installed (`npm ci`): export the PNG yourself.[/]")
+        return
+    try:
+        written = exporter.export(scene, exporter.PNG, scene.parent)
+    except RuntimeError as error:
+        console.print(f"[yellow]Could not export {scene.name}: {error}[/]")
+        return
+    console.print(f"Exported {written}")
 
 
 def history(
@@ -110,7 +137,8 @@ def history(
     plot: Path | None = typer.Option(None, "--plot", dir_okay=False, help="Where to write the progress PNG "
                                      "(default: progress.png next to the history file)."),
 ) -> None:
-    """Every scored attempt with date, duration and per-criterion scores, and a PNG of progress."""
+    """Every scored attempt: date, duration, per-criterion scores, the diagram's points, and for practised
+    rounds the phase timeline; a PNG of progress on the document and the diagram."""
     records = history_store.load()
     if as_json:
         print(json.dumps([asdict(r) for r in records], indent=2))
@@ -127,14 +155,24 @@ def history(
         table.add_column(f"{criterion.rank}. /{criterion.points:g}", justify="right")
     table.add_column("Total", justify="right")
     table.add_column("Self", justify="right")
+    table.add_column("Diagram", justify="right")
+    table.add_column("Part 1", justify="left")
     for index, entry in enumerate(records, start=1):
         duration = f"{entry.duration_seconds / 60:.1f} min" if entry.duration_seconds is not None else "—"
         points = [f"{entry.criteria[c.id]['points']:g}" if c.id in entry.criteria else "—" for c in rubric.criteria]
         table.add_row(str(index), entry.recorded_at.replace("T", " ")[:16], entry.mode, duration,
                       os.path.basename(entry.attempt), *points, f"{entry.total:g}",
-                      f"{entry.self_total:g}" if entry.self_total is not None else "—")
+                      f"{entry.self_total:g}" if entry.self_total is not None else "—",
+                      f"{entry.diagram_points:g}/{entry.diagram_max:g}" if entry.diagram_points is not None else "—",
+                      ", ".join(entry.process_checks.values()) if entry.process_checks else "not observed")
     console.print(table)
-    console.print("Columns 1-5: " + "; ".join(f"{c.rank}. {c.title}" for c in rubric.criteria))
+    console.print("Columns 1-5: " + "; ".join(f"{c.rank}. {c.title}" for c in rubric.criteria)
+                  + ". Part 1: clarified first, time budget, diagram in time.")
+    for index, entry in enumerate(records, start=1):
+        if entry.process_observed:
+            console.print(f"[bold]#{index} {os.path.basename(entry.attempt)}, "
+                          f"{entry.recorded_at.replace('T', ' ')[:16]}: phase timeline[/]")
+            console.print(picture(entry.timeline_spans(), entry.ended_minute))
     written = history_store.plot(records, plot or history_store.home() / "progress.png")
     console.print(f"Progress plot: {written}")
 

@@ -1,4 +1,5 @@
-"""Every scored attempt, one JSON line each, and a PNG of progress over attempts.
+"""Every scored attempt, one JSON line each (document, diagram and, when practised, the process), and a PNG
+of progress over attempts on the document and the diagram.
 
 Stored in ``$D2KIT_HOME/history.jsonl`` (default ``~/.d2kit``), so a candidate's history survives
 re-cloning the kit and tests can point it at a temporary directory.
@@ -13,7 +14,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from d2kit.scoring.scorer import ScoreReport
+from d2kit.scoring.process import Span
+from d2kit.scoring.round_grade import RoundGrade
 
 
 def home() -> Path:
@@ -36,14 +38,26 @@ class HistoryRecord:
     criteria: dict[str, dict[str, float]]  # id -> {"points", "max_points"}
     follow_ups_pre_empted: list[int]
     self_scores: dict[str, float] | None = None  # id -> points the candidate gave themselves
+    # Added with the diagram grade and the round record; absent from older lines.
+    diagram_points: float | None = None
+    diagram_max: float | None = None
+    diagram_missing: list[str] | None = None  # check ids not earned
+    process_observed: bool = False
+    process_checks: dict[str, str] | None = None  # Part 1 check id -> level
+    spans: list[dict] | None = None  # the phase timeline: [{"row", "start", "end"}], budget minutes
+    ended_minute: float | None = None
 
     @property
     def self_total(self) -> float | None:
         return round(sum(self.self_scores.values()), 1) if self.self_scores else None
 
+    def timeline_spans(self) -> list[Span]:
+        return [Span(**span) for span in self.spans or []]
 
-def record(report: ScoreReport, *, text: str, mode: str, duration_seconds: float | None = None,
+
+def record(grade: RoundGrade, *, text: str, mode: str, duration_seconds: float | None = None,
            self_scores: dict[str, float] | None = None) -> HistoryRecord:
+    report, process = grade.document, grade.process
     entry = HistoryRecord(
         recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
         attempt=report.attempt,
@@ -55,6 +69,13 @@ def record(report: ScoreReport, *, text: str, mode: str, duration_seconds: float
         criteria={c.id: {"points": c.points, "max_points": c.max_points} for c in report.criteria},
         follow_ups_pre_empted=[k.follow_up for k in report.follow_ups() if k.level == "full" and k.follow_up],
         self_scores=self_scores,
+        diagram_points=grade.diagram.points,
+        diagram_max=grade.diagram.max_points,
+        diagram_missing=[c.id for c in grade.diagram.checks if c.level != "full"],
+        process_observed=process.observed,
+        process_checks={c.id: c.level for c in process.checks} if process.observed else None,
+        spans=[asdict(span) for span in process.spans] if process.observed else None,
+        ended_minute=process.ended_minute,
     )
     path = history_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -80,12 +101,17 @@ def plot(records: list[HistoryRecord], path: Path) -> Path:
 
     attempts = list(range(1, len(records) + 1))
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
-    top.plot(attempts, [r.total for r in records], marker="o", linewidth=2, label="automatic total")
+    top.plot(attempts, [r.total for r in records], marker="o", linewidth=2, label="document (of 100)")
+    diagram = [(i, 100 * r.diagram_points / r.diagram_max) for i, r in zip(attempts, records, strict=True)
+               if r.diagram_points is not None and r.diagram_max]
+    if diagram:
+        top.plot(*zip(*diagram, strict=True), marker="D", linewidth=2, color="tab:green",
+                 label="diagram (% of its points)")
     self_points = [(i, r.self_total) for i, r in zip(attempts, records, strict=True) if r.self_total is not None]
     if self_points:
         top.scatter(*zip(*self_points, strict=True), marker="s", color="tab:orange", label="your self-score", zorder=3)
     top.set_ylim(0, 100)
-    top.set_ylabel("score / 100")
+    top.set_ylabel("score, %")
     top.set_title("D2 attempts: progress")
     top.grid(alpha=0.3)
     top.legend(loc="lower right")

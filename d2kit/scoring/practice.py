@@ -1,5 +1,6 @@
-"""45-minute practice: the attempt file from the template, the seed's time budget on a live timer, the
-hidden follow-ups revealed only when time is up, then the score.
+"""45-minute practice: the attempt file from the template, the seed's time budget on a live timer, every
+save of the attempt and the drawing recorded (``round_record``), the hidden follow-ups revealed only when
+time is up, then the grades.
 
 The timer runs on an injected ``Clock`` so tests (and the terminal test, through
 ``D2KIT_PRACTICE_SPEED``) can run a whole round in a fraction of a second.
@@ -22,6 +23,7 @@ from rich.progress_bar import ProgressBar
 from rich.text import Text
 
 from d2kit.scoring.document import parse_file
+from d2kit.scoring.round_record import Recorder, RoundRecord, Save
 from d2kit.scoring.rubric import (
     DesignRubric,
     Phase,
@@ -31,7 +33,7 @@ from d2kit.scoring.rubric import (
 )
 
 ATTEMPT_NAME = "attempt-d2.md"
-DIAGRAM_NAME = "attempt-d2.png"
+DIAGRAM_NAME = "attempt-d2.excalidraw"
 DEEP_DIVE_STARTED_WORDS = 20  # fewer words of sentences in section 6 at the deadline: still drawing boxes
 TICK_SECONDS = 1.0
 
@@ -140,6 +142,7 @@ class PracticeOutcome:
     attempt: Path
     elapsed_seconds: float
     finished: bool  # False: stopped early with Ctrl-C
+    record: RoundRecord
 
 
 class PracticeSession:
@@ -154,7 +157,9 @@ class PracticeSession:
         self.design = design or load_design_rubric()
         self.process = process or load_process_rubric()
         self.attempt = directory / ATTEMPT_NAME
+        self.diagram = directory / DIAGRAM_NAME
         self.phase: Phase = self.process.phases[0]
+        self.warned_still_drawing = False
 
     def create_attempt(self, overwrite: bool) -> None:
         if self.attempt.exists() and not overwrite:
@@ -170,7 +175,9 @@ class PracticeSession:
                  f"Clarify out loud, before designing:\n{questions}"),
             title=f"{self.design.round_id}: {self.design.round_title} — {_minutes_text(self.minutes)}, hard stop",
             border_style="cyan"))
-        self.console.print(f"Your attempt: [bold]{self.attempt}[/]  Diagram: [bold]{self.directory / DIAGRAM_NAME}[/]")
+        self.console.print(f"Your attempt: [bold]{self.attempt}[/]  Diagram: draw in Excalidraw and save the scene "
+                           f"as [bold]{self.diagram}[/] (the PNG is exported from it when time is up). Every save "
+                           f"of either file is recorded.")
 
     def _display(self, elapsed: float) -> Panel:
         total = self.minutes * 60
@@ -199,25 +206,44 @@ class PracticeSession:
             console.print(Panel(Text("TIME IS UP. Pens down.", style="bold"), border_style="bold red"))
         live.update(self._display(elapsed))
 
+    def _on_saves(self, saves: list[Save], elapsed: float, live: Live) -> None:
+        """A drawing still changing after the deadline is the seed's failure line: say so when it happens."""
+        deadline = self.process.deep_dive_deadline.minute
+        late = [s for s in saves if s.file == "diagram" and s.minute > deadline]
+        if late and not self.warned_still_drawing:
+            self.warned_still_drawing = True
+            live.console.bell()
+            live.console.print(Panel(Text(f"The drawing changed at minute {late[0].minute:.0f}, after minute "
+                                          f"{deadline:g}: still drawing boxes. Leave it and deep-dive.",
+                                          style="bold"), border_style="bold red",
+                                     title=f"{_clock_text(elapsed)}: STILL DRAWING"))
+
     def run(self, reveal_now: bool) -> PracticeOutcome:
         self.show_prompt()
         if reveal_now:
             self.console.print(follow_ups_panel(self.design))
         events = timeline(self.process, self.minutes)
+        recorder = Recorder(self.attempt, self.diagram, self.minutes, self.process.minutes)
         elapsed = 0.0
         finished = True
         with Live(self._display(0), console=self.console, auto_refresh=False, transient=False) as live:
             def on_tick(at: float) -> None:
                 nonlocal elapsed
                 elapsed = at
+                self._on_saves(recorder.poll(at), at, live)
                 live.update(self._display(at), refresh=True)
 
+            def on_event(event: TimerEvent, at: float) -> None:
+                self._on_saves(recorder.poll(at), at, live)  # a save just before time-up still counts
+                self._on_event(event, at, live)
+
             try:
-                elapsed = run_timer(events, self.clock, lambda e, at: self._on_event(e, at, live), on_tick)
+                elapsed = run_timer(events, self.clock, on_event, on_tick)
             except KeyboardInterrupt:
                 finished = False
                 live.console.print(f"[bold]Stopped at {_clock_text(elapsed)}.[/]")
+        record = recorder.end(elapsed, finished)
         self.console.print()
         if not reveal_now:
             self.console.print(follow_ups_panel(self.design))
-        return PracticeOutcome(self.attempt, elapsed, finished)
+        return PracticeOutcome(self.attempt, elapsed, finished, record)

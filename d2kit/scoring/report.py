@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -61,12 +61,8 @@ def render_rich(report: ScoreReport, console: Console) -> None:
                            f"{_points(check.points)}/{_points(check.max_points)}",
                            ", ".join(_where(e) for e in check.evidence) or "—")
     console.print(follow_ups)
-    parts = [Text(f"Total: {_points(report.total)} / {_points(report.max_total)}", style="bold")]
-    if report.diagram:
-        style = "green" if report.diagram.ok else "red"
-        parts += [Text(f"Diagram {report.diagram.path}: {report.diagram.verdict}", style=style),
-                  Text(report.diagram.note, style="dim")]
-    console.print(Panel(Group(*parts), title=report.attempt, border_style="bold"))
+    console.print(Panel(Text(f"Total: {_points(report.total)} / {_points(report.max_total)}", style="bold"),
+                        title=report.attempt, border_style="bold"))
 
 
 def _md_cell(text: str) -> str:
@@ -90,8 +86,6 @@ def render_markdown(report: ScoreReport) -> str:
         lines = ", ".join(_where(e) for e in check.evidence) or "—"
         out.append(f"| {check.follow_up} | {_md_cell(check.title.split(': ', 1)[-1])} | {PRE_EMPTED[check.level]} | "
                    f"{_points(check.points)}/{_points(check.max_points)} | {lines} |")
-    if report.diagram:
-        out += ["", "## Diagram", "", f"{report.diagram.path}: {report.diagram.verdict}. {report.diagram.note}"]
     return "\n".join(out) + "\n"
 
 

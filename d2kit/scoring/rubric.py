@@ -131,6 +131,35 @@ class DesignRubric:
         return sum(c.points for c in self.criteria)
 
 
+@dataclass(frozen=True)
+class DiagramRubricCheck:
+    id: str
+    points: float
+    full: str
+    none: str  # "" where the rubric leaves it implicit
+    partial: str = ""  # only agreement has a partial level
+
+
+@dataclass(frozen=True)
+class DiagramCriterion:
+    id: str
+    title: str
+    points: float
+    checks: tuple[DiagramRubricCheck, ...]
+
+
+@dataclass(frozen=True)
+class DiagramRubric:
+    title: str
+    points: float
+    intro: str
+    criteria: tuple[DiagramCriterion, ...]
+    bands: tuple[tuple[float, str], ...]  # (lowest total, label), highest first
+
+    def band(self, total: float) -> str:
+        return next(label for lowest, label in self.bands if total >= lowest)
+
+
 def _credit(raw: dict) -> Credit:
     return Credit(full=raw["full"], partial=raw["partial"], none=raw["none"])
 
@@ -204,6 +233,29 @@ def load_process_rubric() -> ProcessRubric:
             for c in raw["checks"]
         ),
     )
+
+
+@cache
+def load_diagram_rubric() -> DiagramRubric:
+    """Part 3. A criterion without checks (agreement) is its own single check, with a partial level."""
+    raw = _read("part3-diagram.yaml")
+    criteria = []
+    for c in raw["criteria"]:
+        checks = c.get("checks") or [{key: c[key] for key in ("id", "points", "full", "partial", "none")}]
+        criteria.append(DiagramCriterion(
+            id=c["id"], title=c["title"], points=c["points"],
+            checks=tuple(DiagramRubricCheck(id=k["id"], points=k["points"], full=" ".join(k["full"].split()),
+                                            none=" ".join(k.get("none", "").split()),
+                                            partial=" ".join(k.get("partial", "").split())) for k in checks)))
+    rubric = DiagramRubric(title=raw["title"], points=raw["points"], intro=" ".join(raw["intro"].split()),
+                           criteria=tuple(criteria),
+                           bands=tuple(sorted(((b["min"], b["label"]) for b in raw["bands"]), reverse=True)))
+    for criterion in rubric.criteria:
+        if abs(sum(k.points for k in criterion.checks) - criterion.points) > 1e-9:
+            raise ValueError(f"part3-diagram.yaml: the checks of {criterion.id} do not add up to its points")
+    if abs(sum(c.points for c in rubric.criteria) - rubric.points) > 1e-9:
+        raise ValueError("part3-diagram.yaml: the criteria do not add up to its points")
+    return rubric
 
 
 # --------------------------------------------------------------------------------------------------
@@ -290,8 +342,37 @@ def _render_design(design: DesignRubric) -> list[str]:
     return out
 
 
+def _render_diagram(diagram: DiagramRubric) -> list[str]:
+    out = [f"## {diagram.title} — {_points(diagram.points)} points", "", diagram.intro, ""]
+    out += ["Graded from the Excalidraw scene (`attempt-d2.excalidraw`), shown beside the document's 100 points "
+            "and never added to them.", ""]
+    out += ["| Criterion | Check | Points | Full credit | Partial credit | No credit |", "|---|---|---|---|---|---|"]
+    for criterion in diagram.criteria:
+        for check in criterion.checks:
+            out.append(f"| {_cell(criterion.title)} | {check.id.replace('_', ' ')} | {_points(check.points)} | "
+                       f"{_cell(check.full)} | {_cell(check.partial)} | {_cell(check.none)} |")
+    out += ["", "| Total | Band |", "|---|---|"]
+    out += [f"| {_points(lowest)}+ | {_cell(label)} |" for lowest, label in diagram.bands]
+    out += ["", '!!! info "How the drawing is read"', ""]
+    out += _indent([
+        "- A box's label is the text bound to it, free text placed inside it, or text grouped with it; a frame's "
+        "name labels the frame; text grouped with several boxes labels the group; a box drawn inside another "
+        "(or a frame's member) is part of it.",
+        "- An arrow joins the boxes its ends are bound to. An end that is not bound is read as touching the "
+        "nearest box within 60 px, and the report says so; a line without heads joins both ways.",
+        "- Words are open: executor, runner, agent and worker are one component; DB, Postgres, store and "
+        "Redis are a store; planner, dispatcher, controller and scheduler are one. Class-diagram member lines "
+        "(`- id: UUID`) do not name a box.",
+        "- Every point quotes the labels that earned it; every miss lists the labels that were looked at.",
+        "- Agreement compares the components and the named technologies of section 5 with the drawing's.",
+        "- The PNG (or SVG) next to the scene must be its export: the scene's size at some export scale, the "
+        "same text for an SVG, and not older than the scene.",
+    ])
+    return out + [""]
+
+
 def render_rubric_markdown() -> str:
-    """The whole rubric (Part 1 and Part 2) as mkdocs-material markdown.
+    """The whole rubric (Parts 1, 2 and 3) as mkdocs-material markdown.
 
     Uses tables, ``!!!`` admonitions and a collapsible ``???`` block, so the site needs the
     ``admonition``, ``pymdownx.details``, ``attr_list`` and ``tables`` extensions.
@@ -299,4 +380,5 @@ def render_rubric_markdown() -> str:
     lines = ["# Rubric", ""]
     lines += _render_process(load_process_rubric())
     lines += _render_design(load_design_rubric())
+    lines += _render_diagram(load_diagram_rubric())
     return "\n".join(lines).rstrip() + "\n"

@@ -7,7 +7,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from d2kit.scoring import altitude, arithmetic, concepts, failures, tradeoffs
-from d2kit.scoring.diagram import DiagramCheck, check_diagram
 from d2kit.scoring.document import Document, parse
 from d2kit.scoring.evidence import Evidence, Finding
 from d2kit.scoring.rubric import DesignRubric, load_design_rubric
@@ -72,7 +71,6 @@ class ScoreReport:
     attempt: str
     criteria: list[CriterionScore]
     notice: str
-    diagram: DiagramCheck | None = None
     max_total: float = 100
     extra: dict = field(default_factory=dict)
 
@@ -99,7 +97,6 @@ class ScoreReport:
                  "max_points": k.max_points, "lines": [e.line for e in k.evidence if e.line]}
                 for k in self.follow_ups()
             ],
-            "diagram": self.diagram.to_dict() if self.diagram else None,
             **self.extra,
         }
 
@@ -118,8 +115,7 @@ def _score_check(doc: Document, check_id: str, title: str, max_points: float, wh
                       finding.missing if points < max_points else [], why, follow_up)
 
 
-def score_text(text: str, *, attempt: str = "<text>", diagram: Path | None = None,
-               rubric: DesignRubric | None = None) -> ScoreReport:
+def score_text(text: str, *, attempt: str = "<text>", rubric: DesignRubric | None = None) -> ScoreReport:
     rubric = rubric or load_design_rubric()
     doc = parse(text)
     criteria = []
@@ -132,10 +128,9 @@ def score_text(text: str, *, attempt: str = "<text>", diagram: Path | None = Non
         attempt=attempt,
         criteria=criteria,
         notice=" ".join(rubric.authority.split()),
-        diagram=check_diagram(diagram) if diagram else None,
         max_total=rubric.total_points(),
     )
 
 
-def score_file(path: Path, *, diagram: Path | None = None) -> ScoreReport:
-    return score_text(path.read_text(encoding="utf-8"), attempt=str(path), diagram=diagram)
+def score_file(path: Path) -> ScoreReport:
+    return score_text(path.read_text(encoding="utf-8"), attempt=str(path))

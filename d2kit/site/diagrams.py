@@ -12,8 +12,7 @@ recorded source hash would miss.
 
 from __future__ import annotations
 
-from d2kit import paths
-
+import json
 import shutil
 import subprocess
 import tempfile
@@ -22,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import typer
+
+from d2kit import paths
+from d2kit.scoring.scene import SceneError, live_elements
 
 REPO_ROOT = paths.ROOT
 DIAGRAM_DIR = paths.DIAGRAM_DIR
@@ -34,6 +36,60 @@ app = typer.Typer(help="Export Excalidraw drawings (yours or the reference diagr
 
 class ExporterMissing(RuntimeError):
     pass
+
+
+class NothingToExport(RuntimeError):
+    pass
+
+
+FRAME_TYPES = ("frame", "magicframe")
+FRAME_NAME_SIZE = 16  # px; the name goes inside the box's top-left corner, so the export keeps the scene's size
+
+
+def exportable_scene(raw: object, source: str) -> dict:
+    """The scene as the exporter can draw it: live elements only, frames as labelled rectangles.
+
+    The exporter sizes the image to every element, deleted ones included, and it measures a frame's name on
+    a canvas it does not have (``getContext()`` returns null under jsdom, and the export crashes); an empty
+    scene comes out as a blank image. So: drop the deleted, redraw each frame as a rectangle with its name
+    as a text element, and refuse an empty canvas with a message.
+    """
+    try:
+        elements = live_elements(raw, source)
+    except SceneError as error:
+        raise NothingToExport(str(error)) from error
+    if not elements:
+        raise NothingToExport(f"{source}: the canvas is empty (no live elements): nothing to export")
+    live_ids = {e["id"] for e in elements}
+    out = []
+    for element in elements:
+        element = {**element, "boundElements": [b for b in element.get("boundElements") or []
+                                                 if isinstance(b, dict) and b.get("id") in live_ids] or None}
+        if element.get("frameId"):
+            element["frameId"] = None
+        if element["type"] in FRAME_TYPES:
+            name = element.pop("name", None)
+            element["type"] = "rectangle"
+            out.append(element)
+            if name:
+                out.append(_frame_name(element, str(name)))
+            continue
+        out.append(element)
+    return {**raw, "elements": out}
+
+
+def _frame_name(frame: dict, name: str) -> dict:
+    padding = FRAME_NAME_SIZE / 2
+    return {
+        "id": f"{frame['id']}-name", "type": "text", "x": frame["x"] + padding, "y": frame["y"] + padding,
+        "width": len(name) * FRAME_NAME_SIZE * 0.6, "height": FRAME_NAME_SIZE * 1.25, "angle": 0,
+        "strokeColor": frame.get("strokeColor", "#1e1e1e"), "backgroundColor": "transparent", "fillStyle": "solid",
+        "strokeWidth": 1, "strokeStyle": "solid", "roughness": 0, "opacity": 100, "groupIds": [], "frameId": None,
+        "roundness": None, "seed": 1, "version": 1, "versionNonce": 1, "isDeleted": False, "boundElements": None,
+        "updated": 1, "link": None, "locked": False, "text": name, "originalText": name, "fontSize": FRAME_NAME_SIZE,
+        "fontFamily": 5, "textAlign": "left", "verticalAlign": "top", "containerId": None, "lineHeight": 1.25,
+        "autoResize": True,
+    }
 
 
 @dataclass(frozen=True)
@@ -59,11 +115,19 @@ def export(source: Path, variant: Variant, out_dir: Path) -> Path:
         raise ExporterMissing("the Excalidraw exporter is not installed: run `npm ci` in the repo root "
                               "(needs Node >= 20.19 and npm)")
     target = out_dir / f"{source.stem}{variant.suffix}"
+    try:
+        raw = json.loads(source.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise NothingToExport(f"{source}: not an Excalidraw file (not JSON: {error})") from error
+    scene = exportable_scene(raw, str(source))
     out_dir.mkdir(parents=True, exist_ok=True)
-    # --no-install: never fetch from the registry at export time; the lockfile decided the version.
-    command = ["npx", "--no-install", "excalidraw-cli", "convert", str(source.resolve()), *variant.args,
-               "-o", str(target.resolve())]
-    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory(prefix="d2kit-export-") as tmp:
+        prepared = Path(tmp) / source.name
+        prepared.write_text(json.dumps(scene), encoding="utf-8")
+        # --no-install: never fetch from the registry at export time; the lockfile decided the version.
+        command = ["npx", "--no-install", "excalidraw-cli", "convert", str(prepared), *variant.args,
+                   "-o", str(target.resolve())]
+        result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     if result.returncode != 0 or not target.exists():
         raise RuntimeError(f"export of {source} failed: {(result.stderr or result.stdout).strip()}")
     return target
@@ -128,7 +192,7 @@ def _export_and_list(jobs, shown) -> None:
     """Export, turning a missing or failing exporter into a clear error; print each file written."""
     try:
         written = export_many(jobs)
-    except (ExporterMissing, RuntimeError) as exc:
+    except RuntimeError as exc:  # the exporter missing or failing, or nothing to export
         raise _fail(str(exc)) from exc
     for path in written:
         typer.echo(f"wrote {shown(path)}")
