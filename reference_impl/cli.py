@@ -204,6 +204,8 @@ def submit(
     pool: str = typer.Option(None, help="short | long (default from --expected-duration)."),
     expected_duration: float = typer.Option(None, help="Expected run time in seconds (picks the pool)."),
     max_attempts: int = typer.Option(3, help="Attempts before an occurrence is dead."),
+    max_runtime: float = typer.Option(None, help="Seconds an attempt may run before it is cancelled and ends "
+                                      "timed_out (default: its pool's)."),
     retry_base: float = typer.Option(1.0, help="Seconds: retry backoff base (exponential, full jitter)."),
     idempotency_key: str = typer.Option(None, help="Same key twice returns the same job."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -217,7 +219,8 @@ def submit(
               "dst_overlap": dst_overlap, "misfire_policy": misfire_policy, "catchup_window_seconds": catchup_window,
               "max_catchup": max_catchup, "overlap_policy": overlap_policy, "pool": pool,
               "expected_duration_seconds": expected_duration, "max_attempts": max_attempts,
-              "retry_base_seconds": retry_base, "idempotency_key": idempotency_key}
+              "retry_base_seconds": retry_base, "max_runtime_seconds": max_runtime,
+              "idempotency_key": idempotency_key}
     try:
         fields["payload"] = json.loads(payload)
     except json.JSONDecodeError as exc:

@@ -27,7 +27,7 @@ CLI_FOR_API = {
 }
 # Where an option's name is shorter than the field's (the unit is in its --help).
 OPTION_FOR_FIELD = {"catchup_window_seconds": "catchup_window", "expected_duration_seconds": "expected_duration",
-                    "retry_base_seconds": "retry_base"}
+                    "retry_base_seconds": "retry_base", "max_runtime_seconds": "max_runtime"}
 
 
 def command(path: str):

@@ -20,7 +20,7 @@ def scores() -> dict[str, float]:
 
 
 def test_every_calibration_attempt_has_a_band():
-    assert sorted(p.name for p in CALIBRATION.glob("*.md")) == sorted(ATTEMPTS)
+    assert sorted(p.name for p in CALIBRATION.glob("*.md") if p.name != "SPLIT.md") == sorted(ATTEMPTS)
     assert len(ATTEMPTS) >= 6
     assert {a["tier"] for a in ATTEMPTS.values()} == set(BANDS["tiers"])
 
