@@ -61,7 +61,8 @@ def render_rich(report: ScoreReport, console: Console) -> None:
                            f"{_points(check.points)}/{_points(check.max_points)}",
                            ", ".join(_where(e) for e in check.evidence) or "—")
     console.print(follow_ups)
-    parts = [Text(f"Total: {_points(report.total)} / {_points(report.max_total)}", style="bold")]
+    parts = [Text(f"Total: {_points(report.total)} / {_points(report.max_total)}", style="bold"),
+             Text(report.accuracy, style="dim")]
     if report.diagram:
         style = "green" if report.diagram.ok else "red"
         parts += [Text(f"Diagram {report.diagram.path}: {report.diagram.verdict}", style=style),
@@ -74,8 +75,8 @@ def _md_cell(text: str) -> str:
 
 
 def render_markdown(report: ScoreReport) -> str:
-    out = [f"# Score: {report.attempt}", "", f"**Total: {_points(report.total)} / {_points(report.max_total)}**",
-           "", f"> {report.notice}", ""]
+    out = [f"# Score: {report.attempt}", "", f"**Total: {_points(report.total)} / {_points(report.max_total)}** "
+           f"({report.accuracy})", "", f"> {report.notice}", ""]
     for criterion in report.criteria:
         out += [f"## {criterion.rank}. {criterion.title} — {_points(criterion.points)} / "
                 f"{_points(criterion.max_points)}", ""]

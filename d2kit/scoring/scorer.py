@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from d2kit.scoring import altitude, arithmetic, concepts, failures, tradeoffs
+from d2kit.scoring.calibration import accuracy_line
 from d2kit.scoring.diagram import DiagramCheck, check_diagram
 from d2kit.scoring.document import Document, parse
 from d2kit.scoring.evidence import Evidence, Finding
@@ -72,6 +73,7 @@ class ScoreReport:
     attempt: str
     criteria: list[CriterionScore]
     notice: str
+    accuracy: str = ""  # the recorded held-out error: what the total is worth
     diagram: DiagramCheck | None = None
     max_total: float = 100
     extra: dict = field(default_factory=dict)
@@ -89,6 +91,7 @@ class ScoreReport:
             "total": self.total,
             "max_total": self.max_total,
             "notice": self.notice,
+            "accuracy": self.accuracy,
             "criteria": [
                 {"id": c.id, "rank": c.rank, "title": c.title, "points": c.points, "max_points": c.max_points,
                  "checks": [_check_dict(k) for k in c.checks]}
@@ -132,6 +135,7 @@ def score_text(text: str, *, attempt: str = "<text>", diagram: Path | None = Non
         attempt=attempt,
         criteria=criteria,
         notice=" ".join(rubric.authority.split()),
+        accuracy=accuracy_line(),
         diagram=check_diagram(diagram) if diagram else None,
         max_total=rubric.total_points(),
     )
