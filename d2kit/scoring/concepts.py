@@ -130,18 +130,21 @@ def clarifications(doc: Document) -> Finding:
     else:
         scale = Finding(0.0, missing=["scale: no numbers with units in sections 1-2"])
     latency_question = "latency tolerance: is a job firing 30 s late a bug or a shrug?"
-    latency = component(units, LATENCY, latency_question, also=TIME_TARGET)
+    latency = component(units, LATENCY, latency_question, also=TIME_TARGET, deniable=False)
     if not latency.evidence:
-        latency = component(units, LATENCY, latency_question)
+        latency = component(units, LATENCY, latency_question, deniable=False)
         if latency.evidence:
             latency.fraction *= LIST_CREDIT
             latency.missing.append("latency tolerance: no start-delay target with a number")
     return combine([
         (0.2, scale),
-        (0.2, component(units, SEMANTICS, "delivery semantics: at-least-once or at-most-once?")),
+        (0.2, component(units, SEMANTICS, "delivery semantics: at-least-once or at-most-once?",
+                        deniable=False)),
         (0.2, latency),
-        (0.2, component(units, ORDERING, "ordering: do jobs of one tenant or one schedule need serialising?")),
-        (0.2, component(units, TENANCY, "multi-tenancy: isolation and fairness, or one trusted user?")),
+        (0.2, component(units, ORDERING, "ordering: do jobs of one tenant or one schedule need serialising?",
+                        deniable=False)),
+        (0.2, component(units, TENANCY, "multi-tenancy: isolation and fairness, or one trusted user?",
+                        deniable=False)),
     ])
 
 

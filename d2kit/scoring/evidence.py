@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from d2kit.scoring.document import Unit
+from d2kit.scoring.negation import affirmed
 
 QUOTE_CHARS = 180
 # Evidence found only in a bare list, a fragment or a line of names earns at most this share.
@@ -19,13 +20,14 @@ class Evidence:
 
     @classmethod
     def of(cls, unit: Unit, pattern: re.Pattern[str] | None = None) -> Evidence:
-        """The sentence of ``unit`` where ``pattern`` matches, at the line where it matches."""
+        """The sentence of ``unit`` where ``pattern`` matches (affirmed first), at the line where it matches."""
         offset = 0
-        for start, sentence in unit.statements() if pattern else []:
-            match = pattern.search(sentence)
-            if match:
-                offset = start + match.start()
-                break
+        statements = unit.statements() if pattern else []
+        hits = [(start, affirmed(pattern, s)) for start, s in statements]
+        hits += [(start, pattern.search(s)) for start, s in statements]
+        first = next(((start, match) for start, match in hits if match), None)
+        if first:
+            offset = first[0] + first[1].start()
         return cls.quote(unit.line_at(offset).number, unit.sentence_at(offset))
 
     @classmethod
@@ -49,13 +51,18 @@ def credit(unit: Unit) -> float:
 
 
 def best_match(
-    units: list[Unit], pattern: re.Pattern[str], *, also: re.Pattern[str] | None = None
+    units: list[Unit], pattern: re.Pattern[str], *, also: re.Pattern[str] | None = None, deniable: bool = True
 ) -> tuple[Unit, float] | None:
-    """The unit that matches ``pattern`` (and ``also``, if given) with the most credit, first wins ties."""
+    """The unit that affirms ``pattern`` (and matches ``also``, if given) with the most credit, first wins ties.
+
+    A mention the sentence denies ("there is no fencing token") does not match, unless ``deniable`` is off:
+    for a decision ("no job overlaps itself") the negation is the answer.
+    """
+    search = affirmed if deniable else lambda p, s: p.search(s)
     best: tuple[Unit, float] | None = None
     for unit in units:
         text = unit.statement_text
-        if unit.kind == "heading" or not pattern.search(text):
+        if unit.kind == "heading" or not any(search(pattern, sentence) for _, sentence in unit.statements()):
             continue
         if also is not None and not also.search(text):
             continue
@@ -68,10 +75,11 @@ def best_match(
 
 
 def component(
-    units: list[Unit], pattern: re.Pattern[str], missing: str, *, also: re.Pattern[str] | None = None
+    units: list[Unit], pattern: re.Pattern[str], missing: str, *, also: re.Pattern[str] | None = None,
+    deniable: bool = True,
 ) -> Finding:
     """One part of a check: found (with its credit and evidence) or reported missing."""
-    match = best_match(units, pattern, also=also)
+    match = best_match(units, pattern, also=also, deniable=deniable)
     if match is None:
         return Finding(0.0, missing=[missing])
     unit, weight = match
