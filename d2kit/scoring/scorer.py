@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from d2kit.scoring import altitude, arithmetic, concepts, failures, tradeoffs
+from d2kit.scoring import altitude, arithmetic, concepts, failures, tradeoffs, wrong_answers
 from d2kit.scoring.calibration import accuracy_line
 from d2kit.scoring.diagram import DiagramCheck, check_diagram
 from d2kit.scoring.document import Document, parse
@@ -113,9 +113,9 @@ def _check_dict(check: CheckScore) -> dict:
             "missing": check.missing, "why": check.why}
 
 
-def _score_check(doc: Document, check_id: str, title: str, max_points: float, why: str,
-                 follow_up: int | None = None) -> CheckScore:
-    finding = DETECTORS[check_id](doc)
+def _score_check(doc: Document, charged: list[wrong_answers.Charge], check_id: str, title: str, max_points: float,
+                 why: str, follow_up: int | None = None) -> CheckScore:
+    finding = wrong_answers.charge(check_id, DETECTORS[check_id](doc), charged)
     points = round(finding.fraction * max_points, 1)
     return CheckScore(check_id, title, points, max_points, finding.evidence,
                       finding.missing if points < max_points else [], why, follow_up)
@@ -125,10 +125,11 @@ def score_text(text: str, *, attempt: str = "<text>", diagram: Path | None = Non
                rubric: DesignRubric | None = None) -> ScoreReport:
     rubric = rubric or load_design_rubric()
     doc = parse(text)
+    charged = wrong_answers.charges(doc)
     criteria = []
     for criterion in rubric.criteria:
-        checks = [_score_check(doc, k.id, k.title, k.points, k.why) for k in criterion.checks]
-        checks += [_score_check(doc, f.id, f"Follow-up {f.number}: {f.topic}", f.points, f.probe, f.number)
+        checks = [_score_check(doc, charged, k.id, k.title, k.points, k.why) for k in criterion.checks]
+        checks += [_score_check(doc, charged, f.id, f"Follow-up {f.number}: {f.topic}", f.points, f.probe, f.number)
                    for f in rubric.follow_ups_for(criterion.id)]
         criteria.append(CriterionScore(criterion.id, criterion.rank, criterion.title, criterion.points, checks))
     return ScoreReport(
