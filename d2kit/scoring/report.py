@@ -61,6 +61,9 @@ def render_rich(report: ScoreReport, console: Console) -> None:
                            f"{_points(check.points)}/{_points(check.max_points)}",
                            ", ".join(_where(e) for e in check.evidence) or "—")
     console.print(follow_ups)
+    if report.pasted:
+        console.print(Panel("\n".join(f"{_where(e)}: {e.text}" for e in report.pasted),
+                            title="Copied from the kit's own texts: not scored", border_style="red"))
     parts = [Text(f"Total: {_points(report.total)} / {_points(report.max_total)}", style="bold"),
              Text(report.accuracy, style="dim")]
     if report.diagram:
@@ -91,6 +94,9 @@ def render_markdown(report: ScoreReport) -> str:
         lines = ", ".join(_where(e) for e in check.evidence) or "—"
         out.append(f"| {check.follow_up} | {_md_cell(check.title.split(': ', 1)[-1])} | {PRE_EMPTED[check.level]} | "
                    f"{_points(check.points)}/{_points(check.max_points)} | {lines} |")
+    if report.pasted:
+        out += ["", "## Copied from the kit's own texts: not scored", ""]
+        out += [f"- {_where(e)}: {e.text}" for e in report.pasted]
     if report.diagram:
         out += ["", "## Diagram", "", f"{report.diagram.path}: {report.diagram.verdict}. {report.diagram.note}"]
     return "\n".join(out) + "\n"

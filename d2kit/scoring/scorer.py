@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from d2kit.scoring import altitude, arithmetic, concepts, failures, tradeoffs, wrong_answers
+from d2kit.scoring import altitude, arithmetic, concepts, failures, pasted, tradeoffs, wrong_answers
 from d2kit.scoring.calibration import accuracy_line
 from d2kit.scoring.diagram import DiagramCheck, check_diagram
 from d2kit.scoring.document import Document, parse
@@ -76,6 +76,7 @@ class ScoreReport:
     accuracy: str = ""  # the recorded held-out error: what the total is worth
     diagram: DiagramCheck | None = None
     max_total: float = 100
+    pasted: list[Evidence] = field(default_factory=list)  # sentences copied from the kit's texts: not scored
     extra: dict = field(default_factory=dict)
 
     @property
@@ -103,6 +104,7 @@ class ScoreReport:
                 for k in self.follow_ups()
             ],
             "diagram": self.diagram.to_dict() if self.diagram else None,
+            "pasted": [asdict(e) for e in self.pasted],
             **self.extra,
         }
 
@@ -122,9 +124,11 @@ def _score_check(doc: Document, charged: list[wrong_answers.Charge], check_id: s
 
 
 def score_text(text: str, *, attempt: str = "<text>", diagram: Path | None = None,
-               rubric: DesignRubric | None = None) -> ScoreReport:
+               rubric: DesignRubric | None = None, not_copied_from: frozenset[str] = frozenset()) -> ScoreReport:
+    """``not_copied_from`` names kit texts (pasted.SOURCES) that ``text`` is the original of, not a copy."""
     rubric = rubric or load_design_rubric()
-    doc = parse(text)
+    own_text, copied = pasted.remove_pasted(text, pasted.originals(not_copied_from))
+    doc = parse(own_text)
     charged = wrong_answers.charges(doc)
     criteria = []
     for criterion in rubric.criteria:
@@ -139,6 +143,7 @@ def score_text(text: str, *, attempt: str = "<text>", diagram: Path | None = Non
         accuracy=accuracy_line(),
         diagram=check_diagram(diagram) if diagram else None,
         max_total=rubric.total_points(),
+        pasted=copied,
     )
 
 
