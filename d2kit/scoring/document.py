@@ -24,6 +24,7 @@ NUMBERED_TITLE = re.compile(r"^(\d{1,2})\s*[.):]\s*(.*)$")
 BOLD_LEAD = re.compile(r"^\*\*(.+?)\*\*")
 # A sentence ends at . ; ! ? followed by space and a capital: "1.9k" and "e.g. x" do not end one.
 MIN_QUOTE_WORDS = 6
+LINE_END = re.compile(r"[.!?;)]\W{0,2}$")
 SENTENCE_BREAK = re.compile(r"(?<=[.;!?])\s+(?=[A-Z(*`\"'])")
 
 # How a heading without its number is recognised as one of the nine template sections.
@@ -206,6 +207,17 @@ def _cells(row: str) -> tuple[str, ...]:
     return tuple(strip_markup(c) for c in row.strip().strip("|").split("|"))
 
 
+def _one_per_line(unit: Unit) -> list[Unit]:
+    """A paragraph whose every line ends a sentence is one item per line, written without bullets.
+
+    Hard-wrapped prose breaks lines mid-sentence; a list written one item per line does not.
+    """
+    if unit.kind != "paragraph" or len(unit.lines) < 2 or \
+            not all(LINE_END.search(strip_markup(line.text)) for line in unit.lines):
+        return [unit]
+    return [Unit("paragraph", [line], unit.section) for line in unit.lines]
+
+
 def parse(text: str) -> Document:
     raw_lines = text.splitlines()
     lines = _remove_comments(raw_lines)
@@ -222,9 +234,10 @@ def parse(text: str) -> Document:
     def close() -> None:
         nonlocal open_unit
         if open_unit is not None:
-            units.append(open_unit)
-            if current_section in sections:
-                sections[current_section].units.append(open_unit)
+            for unit in _one_per_line(open_unit):
+                units.append(unit)
+                if current_section in sections:
+                    sections[current_section].units.append(unit)
         open_unit = None
 
     for index, text_line in enumerate(lines):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from d2kit.scoring.document import Document, Item, Unit, is_question, sentences, split_items
 from d2kit.scoring.evidence import Evidence, Finding, pattern
+from d2kit.scoring.negation import affirmed
 from d2kit.scoring.prose import word_count
 
 LEGS: dict[str, re.Pattern[str]] = {
@@ -48,6 +49,15 @@ LEGS: dict[str, re.Pattern[str]] = {
 LABEL = re.compile(
     r"(?:^|(?<=[\s.;(]))\W{0,3}(detect(?:ed|ion|s)?|contain(?:ed|ment|s)?|recover(?:ed|y|s)?)\b\W{0,3}[:—–-]\s*", re.I
 )
+# Column headings practitioners give the legs: "How we notice | How we limit the damage | How we get back".
+LEG_HEADERS: dict[str, re.Pattern[str]] = {
+    "detection": pattern(r"\bnotic", r"\bspot", r"\bsymptom", r"\bsignal", r"\balert", r"how we (know|see|find)",
+                         r"\bmonitor", r"\bobserv"),
+    "containment": pattern(r"limit(ing)? the (damage|blast)", r"blast radius", r"\bmitigat", r"\bprotect",
+                           r"\bisolat", r"\bprevent", r"\bsafeguard", r"keep (it|the damage) (small|local)"),
+    "recovery": pattern(r"get(ting)? back", r"\bheal", r"\brestor", r"\brepair", r"\bback to normal",
+                        r"\bresolution", r"\bfix\b", r"\bremed"),
+}
 MIN_LEG_WORDS = 4  # after a label: "Detection: yes" is not a leg
 MIN_SENTENCE_WORDS = 5
 
@@ -88,12 +98,19 @@ def _leg_of(label: str) -> str:
     return {"d": "detection", "c": "containment", "r": "recovery"}[label[0].lower()]
 
 
+def _header_leg(header: str) -> str | None:
+    label = LABEL.match(header + ":")
+    if label:
+        return _leg_of(label.group(1))
+    return next((leg for leg, words in LEG_HEADERS.items() if words.search(header)), None)
+
+
 def _legs_in_unit(unit: Unit, found: dict[str, Evidence]) -> None:
-    if unit.is_table_body:
-        for header, cell in zip(unit.header, unit.cells, strict=False):
-            label = LABEL.match(header + ":")
-            if label and word_count(cell) >= 3:
-                found.setdefault(_leg_of(label.group(1)), Evidence.of(unit))
+    header_legs = [_header_leg(h) for h in unit.header] if unit.is_table_body else []
+    if any(header_legs):  # a table whose columns are the legs, in whatever words
+        for leg, cell in zip(header_legs, unit.cells, strict=False):
+            if leg and word_count(cell) >= 3:
+                found.setdefault(leg, Evidence.quote(unit.first_line, cell))
         return
     text = unit.text
     labels = list(LABEL.finditer(text))
@@ -109,7 +126,7 @@ def _legs_in_unit(unit: Unit, found: dict[str, Evidence]) -> None:
             if word_count(sentence) < MIN_SENTENCE_WORDS or is_question(sentence):
                 continue
             for leg, leg_pattern in LEGS.items():
-                if leg not in found and leg_pattern.search(sentence):
+                if leg not in found and affirmed(leg_pattern, sentence):  # "cannot take over" recovers nothing
                     found[leg] = Evidence.of(unit, leg_pattern)
 
 
