@@ -39,12 +39,23 @@ TENANCY = pattern(r"multi-?tenan", r"noisy neighbo",
                   r"tenants?\b.{0,80}\b(isolat|fair|caps?\b|quota|share|limit|trust)",
                   r"(isolat|fair|caps?\b|quota|limit).{0,80}\btenants?\b", r"single (trusted )?(user|tenant)")
 
-LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout",
+# The words practitioners use for the same mechanisms (SQS, Chubby, ZooKeeper, Raft, Cassandra, DynamoDB,
+# Quartz, Kubernetes CronJob, Kleppmann's fencing tokens), textbook or plain, so the mechanism earns the
+# point whatever it is called.
+TENANT = r"(tenant|customer|team|account|org(anization)?|client)s?"
+LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[- ]?ins?\b", r"keep[- ]?alive",
+                r"time[- ]limited (claim|lock|ownership|reservation)",
+                r"claims? (with|that has) (an? )?(expiry|ttl|deadline)",
+                r"(claim|lock|reservation|ownership|session)s? (expires?|runs? out|times? out|lapses?)",
+                r"(ephemeral (node|key)|session) .{0,40}(expir|ttl|alive)",
                 r"(worker|run|job|attempt)s?\b.{0,60}\btime ?outs?\b", r"\btime ?outs?\b.{0,60}\bworker")
 LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
-FENCING = pattern(r"\bfenc", r"\bepoch (number|token)", r"monotonic(ally)?( increasing)? (token|counter|version)",
-                  r"lease (version|generation)", r"generation (number|token)")
+FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
+                  r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
+                  r"\bsequencer\b", r"\b(raft )?term number", r"(only|ever) (grows|increases|goes up)",
+                  r"\b(attempt|claim|ownership) (number|counter|version)\b.{0,60}\b(higher|greater|increment|bump)",
+                  r"\bzxid", r"\brange_?id")
 FENCE_CHECK = pattern(r"\bcheck", r"\bverif", r"\breject", r"\bcompar", r"\bguard", r"\bconditional",
                       r"where\b.{0,40}token", r"\bstale\b", r"\bolder\b", r"\bhigher\b", r"\brefus")
 WRITE_PATH = pattern(r"\bwrite", r"\bcommit", r"\bcomplet", r"\bstorage\b", r"\bsink\b", r"downstream",
@@ -58,20 +69,27 @@ DOUBLE_FIRE_MECHANISM = pattern(
     r"conditional (update|write|insert|put)", r"for update", r"skip locked", r"claim (row|the row)",
     r"optimistic (lock|concurrency)", r"advisory lock", r"leader (election|lease)", r"elect\w*.{0,20}\bleader",
     r"\bleader\b.{0,40}\belect", r"only the leader", r"\bpartition(ed)? ownership", r"consistent hash",
-    r"\bshard(ed)? ownership",
+    r"\bshard(ed)? ownership", r"compare[- ]and[- ]set", r"if not exists", r"lightweight transaction",
+    r"condition(al)? expression", r"\bif (generation|version|state|owner|holder)\s*=",
+    r"(slice|bucket|partition|shard|range)s? (owner|ownership)",
+    r"owns? (a|the|its|each) (slice|bucket|partition|shard|range)",
+    r"(one|a single) (owner|planner|dispatcher) (per|for each) (slice|bucket|partition|shard)",
 )
-REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each) schedulers?", r"more than one scheduler",
+REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other) (schedulers?|planners?|dispatchers?|"
+                   r"instances|coordinators?|owners?)", r"more than one (scheduler|planner|dispatcher|owner)",
                    r"both (replicas|schedulers)", r"\bby both\b", r"\btwice\b", r"double[- ]?(fire|dispatch|run)",
                    r"duplicate")
 WHY = pattern(r"because", r"\bso that\b", r"\bwhich means\b", r"rather than", r"instead of", r"\bif (a|the|one) "
               r"(replica|leader|scheduler)", r"whichever", r"however (it|many)", r"no matter", r"failover",
               r"\bwhy\b", r"failure profile", r"\bwithout\b")
 
-CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thundering herd",
+CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thundering herd", r"late[- ]start",
+                   r"starting[- ]?deadline", r"missed (\w+ )?(times?|minutes?|occurrences?|runs?)",
                    r"missed (run|fire|occurrence|tick|execution|job|time)", r"most recent (occurrence|run|fire)",
                    r"after (an? )?(outage|downtime)", r"fire times? (that )?(have |has )?passed",
                    r"(was|is|been) down for")
 PER_JOB_POLICY = pattern(r"per[- ]job", r"\bpolic(y|ies)\b", r"configurable", r"job'?s own", r"on the job",
+                         r"each job (has|chooses|picks|sets|carries)", r"\brule\b.{0,40}\b(per|each) job",
                          r"the (user|owner) (chooses|picks|decides|sets)")
 PACING = pattern(r"rate[- ]limit", r"\bpac(e|ed|ing)\b", r"admission", r"token bucket", r"\bspread", r"\bjitter",
                  r"throttl", r"drain(s|ed)? at", r"per second", r"/s\b")
@@ -79,8 +97,11 @@ PACING = pattern(r"rate[- ]limit", r"\bpac(e|ed|ing)\b", r"admission", r"token b
 TENANT_CAPS = pattern(r"(per[- ]tenant|tenant).{0,40}\b(cap|limit|quota|max)", r"concurrency (cap|limit)",
                       r"\bquotas?\b", r"max_running")
 FAIR_QUEUING = pattern(r"fair[- ]?(queu|shar|schedul)", r"\bweighted\b", r"(shares?|claims?)\b.{0,30}\bby weight",
-                       r"round[- ]robin", r"\bdrr\b", r"deficit", r"fair(ly)? between tenants")
+                       r"round[- ]robin", r"\bdrr\b", r"deficit", rf"fair(ly)? between {TENANT}",
+                       rf"(take|serve|pick)s? {TENANT} in turn", rf"(one|each) queue per {TENANT}")
 DURATION_POOLS = pattern(r"(separate|dedicated|own) (worker )?pools?", r"pools? (by|for) (expected )?duration",
+                         r"long (jobs|runs) (only )?(run )?on (the )?(long|separate|dedicated|own)",
+                         r"(separate|dedicated|own) (machines|fleet|queue) for (long|short)",
                          r"long[- ]running (pool|queue|workers)", r"(short|long) pool", r"\bbulkhead",
                          r"pools? of workers for")
 
@@ -106,11 +127,12 @@ STORAGE_NEXT = pattern(r"partition", r"\bshard", r"\bbatch", r"move (to|the)", r
                        r"split", r"separate (table|queue)", r"\bkafka\b", r"in-memory", r"timer wheel",
                        r"delay queue", r"next step", r"then we")
 
-ONE_CLOCK = pattern(r"(database|\bdb|postgres|server)'?s? (own )?(clock|now\(\)|time)", r"single clock",
-                    r"one clock", r"monotonic", r"elapsed time", r"clock_timestamp",
-                    r"never compare(s|d)? (wall )?clocks",
-                    r"same clock")
-SKEW = pattern(r"clock skew", r"\bskew", r"\bntp\b", r"\bdrift", r"wall[- ]clock", r"clocks? (disagree|differ)")
+ONE_CLOCK = pattern(r"(database|\bdb|postgres|server|store)'?s? (own )?(clock|now\(\)|time)", r"single clock",
+                    r"one clock", r"monotonic", r"elapsed time", r"clock_timestamp", r"\bstopwatch",
+                    r"never compare(s|d)? (wall )?(clocks|times?|timestamps?)", r"same clock",
+                    r"(on|by) (its|one|a single|the same) (own )?(machine|node)'?s? (clock|timer)",
+                    r"never compare a time", r"time(s|stamps?)? (written|taken) (by|on) (one|the same) (machine|node)")
+SKEW = pattern(r"clock skew", r"\bskew", r"\bntp\b", r"\bdrift", r"wall[- ]clock", r"clocks? (that )?(disagree|differ)")
 
 
 def _deep_dive_first(doc: Document) -> list[Unit]:

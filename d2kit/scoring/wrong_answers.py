@@ -64,7 +64,9 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"worker_local", r"(each|every) (replica|node|scheduler) uses its own (wall[- ]?)?clock",
         r"(sends?|passes?) its (own )?(system\.)?(nanotime|monotonic)\w*.{0,80}\bcompar",
         r"\bntp\b.{0,60}\b(keeps?|guarantees?|ensures?|solves?)\b.{0,40}\b(sync|skew|clocks?)",
-        r"clock skew is solved by"), 0.0),
+        r"clock skew is solved by",
+        r"compar\w*\b.{0,60}\btimestamps?\b.{0,60}\b(with|against|to)\b.{0,20}\b(its|their|the \w+'?s?) own clock",
+        r"\bntp\b.{0,80}\b(comparable|in sync|synchroni[sz]ed|keeps?|guarantees?|ensures?|solves?)\b"), 0.0),
     WrongAnswer("replica_double_fire", "every replica fires every due job", pattern(
         r"(each|every|all) (of the )?(\w+ )?(replicas?|schedulers?) (also )?(fires?|runs?|dispatch\w*)\b.{0,40}\b"
         r"(every|each|all|what it sees|the same|it)\b",
