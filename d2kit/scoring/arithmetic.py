@@ -323,6 +323,9 @@ def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts:
         return ""
     if direct:
         return _correction(text, qs, nearest, right, f"should be about {_show(value, target.units)}")
+    if nearest[1] > nearest[0] and target.dimensionless:
+        # "3M/s ÷ 100 jobs per worker = 300 workers": an expression the result claims to be, in the writer's units
+        return _correction(text, qs, nearest, right, f"the expression gives {value.magnitude:,.3g}")
     return _correction(text, qs, nearest, right, through_correction) if through_correction else ""
 
 

@@ -47,8 +47,7 @@ LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[
                 r"time[- ]limited (claim|lock|ownership|reservation)",
                 r"claims? (with|that has) (an? )?(expiry|ttl|deadline)",
                 r"(claim|lock|reservation|ownership|session)s? (expires?|runs? out|times? out|lapses?)",
-                r"(ephemeral (node|key)|session) .{0,40}(expir|ttl|alive)",
-                r"(worker|run|job|attempt)s?\b.{0,60}\btime ?outs?\b", r"\btime ?outs?\b.{0,60}\bworker")
+                r"(ephemeral (node|key)|session) .{0,40}(expir|ttl|alive)")
 LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",

@@ -58,6 +58,9 @@ LEG_HEADERS: dict[str, re.Pattern[str]] = {
     "recovery": pattern(r"get(ting)? back", r"\bheal", r"\brestor", r"\brepair", r"\bback to normal",
                         r"\bresolution", r"\bfix\b", r"\bremed"),
 }
+# "Detection: not needed, since ...": a label followed by a refusal is no leg.
+NO_LEG = re.compile(r"^\W*(not (needed|required|applicable|possible|necessary)|none\b|nothing\b|n/?a\b|no need|"
+                    r"unnecessary|impossible|skipped)", re.I)
 MIN_LEG_WORDS = 4  # after a label: "Detection: yes" is not a leg
 MIN_SENTENCE_WORDS = 5
 
@@ -119,7 +122,8 @@ def _legs_in_unit(unit: Unit, found: dict[str, Evidence]) -> None:
         segment = text[start:end]
         label = LABEL.match(segment)
         if label:
-            if word_count(segment[label.end():]) >= MIN_LEG_WORDS:
+            leg_text = segment[label.end():]
+            if word_count(leg_text) >= MIN_LEG_WORDS and not NO_LEG.match(leg_text):
                 found.setdefault(_leg_of(label.group(1)), Evidence.of(unit, re.compile(re.escape(label.group(1)))))
             continue
         for _, sentence in sentences(segment):
