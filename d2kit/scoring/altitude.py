@@ -6,6 +6,7 @@ import re
 
 from d2kit.scoring.document import Document, SectionText, Unit
 from d2kit.scoring.evidence import Evidence, Finding, pattern
+from d2kit.scoring.prose import is_name_drop
 
 SUBSTANTIAL_WORDS = 25  # a section with fewer words of prose (or table) is "present but thin"
 PROSE_SHARE_FULL = 0.6
@@ -23,8 +24,14 @@ CODE_LEVEL_PROSE = pattern(r"class hierarch", r"\bsubclass", r"inherits? from", 
                            r"base class", r"design pattern", r"\bfactory\b", r"\bvisitor\b", r"\bsingleton\b")
 
 
+FRAGMENT_WEIGHT = 0.5  # a terse line with numbers or a mechanism says something; a line of names does not
+
+
 def _substance(section: SectionText) -> int:
-    return section.prose_words + sum(u.words for u in section.units if u.is_table_body)
+    fragments = sum(u.words for u in section.units
+                    if u.kind in ("paragraph", "item") and not u.prose and not is_name_drop(u.text))
+    return section.prose_words + sum(u.words for u in section.units if u.is_table_body) + \
+        round(FRAGMENT_WEIGHT * fragments)
 
 
 def sections_present(doc: Document) -> Finding:
@@ -43,7 +50,7 @@ def sections_present(doc: Document) -> Finding:
             result.fraction += 1 / 9
         else:
             result.fraction += 0.5 / 9
-            result.missing.append(f"section {number} ({section.title}) is thin: {words} words of sentences")
+            result.missing.append(f"section {number} ({section.title}) is thin: {words} words of substance")
     result.fraction = round(result.fraction, 4)
     return result
 

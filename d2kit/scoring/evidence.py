@@ -7,10 +7,15 @@ from dataclasses import dataclass, field
 
 from d2kit.scoring.document import Unit
 from d2kit.scoring.negation import affirmed
+from d2kit.scoring.prose import is_name_drop
 
 QUOTE_CHARS = 180
 # Evidence found only in a bare list, a fragment or a line of names earns at most this share.
 LIST_CREDIT = 0.5
+# A terse line that states a mechanism ("Claim sets token = nextval(seq), lease_until = now() + 30 s") says
+# more than a bare list, less than a sentence.
+TERSE_CREDIT = 0.75
+TERSE_WORDS = 8
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,8 @@ def credit(unit: Unit) -> float:
     """Full weight for a sentence (or a table row that says something), less for a fragment."""
     if unit.prose or (unit.is_table_body and unit.words >= 8):
         return 1.0
+    if unit.kind in ("paragraph", "item") and unit.words >= TERSE_WORDS and not is_name_drop(unit.text):
+        return TERSE_CREDIT
     return LIST_CREDIT
 
 
