@@ -40,7 +40,9 @@ def is_denied(text: str, start: int, end: int) -> bool:
     """Whether the mention at text[start:end] is negated or rejected within its own clause."""
     clause_start, clause_end = _clause_bounds(text, start, end)
     # Two negations affirm: "no write lands without a valid token".
-    if len(NEGATOR.findall(text, clause_start, start)) % 2:
+    # Searched in the whole text so a negator's lookahead sees past the mention ("without a heartbeat").
+    negators = [m for m in NEGATOR.finditer(text) if clause_start <= m.start() and m.end() <= start]
+    if len(negators) % 2:
         return True
     return bool(AFTER.match(text[end:end + 80]))
 

@@ -6,7 +6,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from d2kit.scoring import altitude, arithmetic, concepts, failures, pasted, tradeoffs, wrong_answers
+from d2kit.scoring import (
+    altitude,
+    arithmetic,
+    concepts,
+    contradictions,
+    failures,
+    pasted,
+    tradeoffs,
+    wrong_answers,
+)
 from d2kit.scoring.calibration import accuracy_line
 from d2kit.scoring.diagram import DiagramCheck, check_diagram
 from d2kit.scoring.document import Document, parse
@@ -35,6 +44,13 @@ DETECTORS: dict[str, Callable[[Document], Finding]] = {
     "storage_limits": concepts.storage_limits,
     "clocks": concepts.clocks,
 }
+
+
+@dataclass(frozen=True)
+class Flaws:
+    """What the attempt gets wrong, found once and charged to the checks it spoils."""
+    wrong_answers: list[wrong_answers.Charge]
+    contradictions: list[contradictions.Contradiction]
 
 
 @dataclass
@@ -115,9 +131,10 @@ def _check_dict(check: CheckScore) -> dict:
             "missing": check.missing, "why": check.why}
 
 
-def _score_check(doc: Document, charged: list[wrong_answers.Charge], check_id: str, title: str, max_points: float,
+def _score_check(doc: Document, flaws: Flaws, check_id: str, title: str, max_points: float,
                  why: str, follow_up: int | None = None) -> CheckScore:
-    finding = wrong_answers.charge(check_id, DETECTORS[check_id](doc), charged)
+    finding = wrong_answers.charge(check_id, DETECTORS[check_id](doc), flaws.wrong_answers)
+    finding = contradictions.charge(check_id, finding, flaws.contradictions)
     points = round(finding.fraction * max_points, 1)
     return CheckScore(check_id, title, points, max_points, finding.evidence,
                       finding.missing if points < max_points else [], why, follow_up)
@@ -129,11 +146,11 @@ def score_text(text: str, *, attempt: str = "<text>", diagram: Path | None = Non
     rubric = rubric or load_design_rubric()
     own_text, copied = pasted.remove_pasted(text, pasted.originals(not_copied_from))
     doc = parse(own_text)
-    charged = wrong_answers.charges(doc)
+    flaws = Flaws(wrong_answers.charges(doc), contradictions.find(doc))
     criteria = []
     for criterion in rubric.criteria:
-        checks = [_score_check(doc, charged, k.id, k.title, k.points, k.why) for k in criterion.checks]
-        checks += [_score_check(doc, charged, f.id, f"Follow-up {f.number}: {f.topic}", f.points, f.probe, f.number)
+        checks = [_score_check(doc, flaws, k.id, k.title, k.points, k.why) for k in criterion.checks]
+        checks += [_score_check(doc, flaws, f.id, f"Follow-up {f.number}: {f.topic}", f.points, f.probe, f.number)
                    for f in rubric.follow_ups_for(criterion.id)]
         criteria.append(CriterionScore(criterion.id, criterion.rank, criterion.title, criterion.points, checks))
     return ScoreReport(
