@@ -34,7 +34,8 @@ class WrongAnswer:
 # A job that must cooperate for exactly-once (idempotency it implements, a token it checks) is the right answer.
 COOPERATION = pattern(r"(job|handler|sink|downstream|author|user|tenant|caller)s?\b.{0,40}(?<!n't )(?<!not )\b"
                       r"(must|needs? to|has to|should|is responsible)",
-                      r"(requires?|needs?)\b.{0,40}(cooperat|idempoten|the job)", r"job'?s (help|cooperation)",
+                      r"(?<!not )(?<!n't )(requires?|needs?)\b.{0,40}(cooperat|idempoten|the job)",
+                      r"job'?s (help|cooperation)",
                       r"\bbut\b.{0,60}(side[- ]effect|activit|external|outside)",
                       r"\b(impossible|not (possible|achievable)|cannot be guaranteed|no such thing)",
                       r"\b(effectively|at[- ]least[- ]once plus)")
@@ -68,7 +69,7 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"compar\w*\b.{0,60}\btimestamps?\b.{0,60}\b(with|against|to)\b.{0,20}\b(its|their|the \w+'?s?) own clock",
         r"\bntp\b.{0,80}\b(comparable|in sync|synchroni[sz]ed|keeps?|guarantees?|ensures?|solves?)\b"), 0.0),
     WrongAnswer("replica_double_fire", "every replica fires every due job", pattern(
-        r"(each|every|all) (of the )?(\w+ )?(replicas?|schedulers?) (also )?(fires?|runs?|dispatch\w*)\b.{0,40}\b"
+        r"(each|every|all) (of the )?(\w+ ){0,2}(replicas?|schedulers?) (also )?(fires?|runs?|dispatch\w*)\b.{0,40}\b"
         r"(every|each|all|what it sees|the same|it)\b",
         r"(fire|run)s? (it )?(together|up to (three|3|two|2) times)", r"(other|all) replicas (also|were already) fir"),
         0.0),
