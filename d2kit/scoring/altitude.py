@@ -28,10 +28,10 @@ FRAGMENT_WEIGHT = 0.5  # a terse line with numbers or a mechanism says something
 
 
 def _substance(section: SectionText) -> int:
-    fragments = sum(u.words for u in section.units
-                    if u.kind in ("paragraph", "item") and not u.prose and not is_name_drop(u.text))
-    return section.prose_words + sum(u.words for u in section.units if u.is_table_body) + \
-        round(FRAGMENT_WEIGHT * fragments)
+    fragments = [u for u in section.units if u.written and not u.prose]
+    rows = sum(u.words for u in fragments if u.is_table_body)  # a table cell is terse by nature
+    terse = sum(u.words for u in fragments if not u.is_table_body and not is_name_drop(u.text))
+    return section.prose_words + rows + round(FRAGMENT_WEIGHT * terse)
 
 
 def sections_present(doc: Document) -> Finding:
@@ -56,7 +56,7 @@ def sections_present(doc: Document) -> Finding:
 
 
 def prose_not_names(doc: Document) -> Finding:
-    written = [u for u in doc.content_units() if u.kind in ("paragraph", "item")]
+    written = [u for u in doc.content_units() if u.written]
     total = sum(u.words for u in written)
     if not total:
         return Finding(0.0, missing=["no written content"])

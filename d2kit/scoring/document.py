@@ -78,8 +78,13 @@ class Unit:
         return self.kind == "row" and bool(self.header)
 
     @property
+    def written(self) -> bool:
+        """Text the author wrote as content: a paragraph, a list item or a table body row (not a heading)."""
+        return self.kind in ("paragraph", "item") or self.is_table_body
+
+    @property
     def prose(self) -> bool:
-        return self.kind in ("paragraph", "item") and is_prose(self.text)
+        return self.written and is_prose(self.text)
 
     def line_at(self, offset: int) -> Line:
         """The line holding character ``offset`` of ``text`` (lines are joined by one space)."""

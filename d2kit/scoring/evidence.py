@@ -52,7 +52,7 @@ def credit(unit: Unit) -> float:
     """Full weight for a sentence (or a table row that says something), less for a fragment."""
     if unit.prose or (unit.is_table_body and unit.words >= 8):
         return 1.0
-    if unit.kind in ("paragraph", "item") and unit.words >= TERSE_WORDS and not is_name_drop(unit.text):
+    if unit.written and unit.words >= TERSE_WORDS and not is_name_drop(unit.text):
         return TERSE_CREDIT
     return LIST_CREDIT
 

@@ -28,8 +28,10 @@ NAMED_ONLY_CAP = 2 / 15
 
 def _after_title(unit: Unit, item: Item) -> str:
     """The text of ``unit`` after the alternative's name, where its reason must be."""
-    if unit is not item.units[0] or unit.is_table_body:
-        return " | ".join(unit.cells[1:]) if unit.is_table_body else unit.text
+    if unit.is_table_body and len(unit.cells) > 1:  # the first column names it, the others say why
+        return " | ".join(unit.cells[1:])
+    if unit is not item.units[0]:
+        return unit.text
     label = TITLE_LABEL.match(unit.text)
     return unit.text[label.end():] if label else unit.text
 
