@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from d2kit.scoring.document import Document
 from d2kit.scoring.evidence import Evidence, Finding, pattern
-from d2kit.scoring.negation import is_denied
+from d2kit.scoring.negation import AFTER
 
 CONTRADICTED_CAP = 0.5
 
@@ -28,13 +28,17 @@ class Mechanism:
 
 
 MECHANISMS = (
-    Mechanism("leases", "lease_fencing", pattern(r"\bleases?\b", r"\bheartbeats?\b")),
+    Mechanism("leases", "lease_fencing", pattern(r"\bleases?\b")),  # "sees no heartbeat" is an observation
     Mechanism("fencing tokens", "lease_fencing", pattern(r"fencing tokens?", r"\bfencing\b")),
     Mechanism("leader election", "replica_double_fire", pattern(r"leader election", r"\ba leader\b",
                                                                 r"\bthe leader\b")),
     Mechanism("a unique key on (job, fire time)", "replica_double_fire",
               pattern(r"unique (key|constraint|index) on \(?job")),
 )
+# A denial of the mechanism itself, right before it: "no leases", "we do not need leases", "without a fencing
+# token". Not "one lost packet never costs a lease": that denies a loss, not the lease.
+DENIAL_BEFORE = re.compile(r"\b(no|without|(do|does|did|need)(n't| not)( need| use| have| require)?|never (use|need)s?|"
+                           r"not (need|use|require)s?)\s+((any|a|an|the|such)\s+)?$", re.I)
 # The clause puts the mechanism to use, rather than naming it.
 USE = pattern(r"\bwe (use|rely on|keep|have|add|take|hold|run)\b", r"\b(uses|relies on|holds?|renews?|takes?|"
               r"tracks?|checks?|stores?|gets?|carries|carry|compares?)\b", r"\b(is|are) (used|kept|held|renewed|"
@@ -60,13 +64,23 @@ def find(doc: Document) -> list[Contradiction]:
         for unit in units:
             for _, sentence in unit.statements():
                 for match in mechanism.mention.finditer(sentence):
-                    if is_denied(sentence, match.start(), match.end()):
+                    if _denies(sentence, match.start(), match.end()):
                         denied = denied or Evidence.of(unit, re.compile(re.escape(sentence[:40])))
                     elif USE.search(sentence):
                         used = used or Evidence.of(unit, re.compile(re.escape(sentence[:40])))
         if used and denied and used != denied:
             found.append(Contradiction(mechanism, used, denied))
     return found
+
+
+# "no lease timer can catch a pause": a claim about what the mechanism can do, not a denial that it exists.
+ABILITY_AFTER = re.compile(r"^\s*(\w+\s+)?(can|could|will|would|ever|alone|by itself)\b", re.I)
+
+
+def _denies(sentence: str, start: int, end: int) -> bool:
+    if AFTER.match(sentence[end:end + 80]):
+        return True
+    return bool(DENIAL_BEFORE.search(sentence[max(0, start - 40):start])) and not ABILITY_AFTER.match(sentence[end:])
 
 
 def charge(check_id: str, finding: Finding, found: list[Contradiction]) -> Finding:

@@ -69,8 +69,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"compar\w*\b.{0,60}\btimestamps?\b.{0,60}\b(with|against|to)\b.{0,20}\b(its|their|the \w+'?s?) own clock",
         r"\bntp\b.{0,80}\b(comparable|in sync|synchroni[sz]ed|keeps?|guarantees?|ensures?|solves?)\b"), 0.0),
     WrongAnswer("replica_double_fire", "every replica fires every due job", pattern(
-        r"(each|every|all) (of the )?(\w+ ){0,2}(replicas?|schedulers?) (also )?(fires?|runs?|dispatch\w*)\b.{0,40}\b"
-        r"(every|each|all|what it sees|the same|it)\b",
+        r"(each|every|all) (of the )?(\w+ ){0,2}(replicas?|schedulers?) (also )?(fires?|runs?|dispatch\w*|triggers?) "
+        r"((every|each|all|the same) (\w+ )?(jobs?|fire times?|occurrences?)|what it sees|it)\b",
         r"(fire|run)s? (it )?(together|up to (three|3|two|2) times)", r"(other|all) replicas (also|were already) fir"),
         0.0),
     WrongAnswer("catch_up", "every missed run fired at once", pattern(
@@ -92,8 +92,9 @@ class Charge:
 def charges(doc: Document) -> list[Charge]:
     """Every wrong answer the attempt gives, with the sentence that gives it (once per wrong answer)."""
     found = []
+    units = [u for u in doc.content_units() if u.section != 9]  # section 9 names wrong answers to reject them
     for wrong in WRONG_ANSWERS:
-        for unit in doc.content_units():
+        for unit in units:
             hit = next((s for _, s in unit.statements() if affirmed(wrong.claim, s) and not DISCUSSION.search(s)
                         and not (wrong.unless and wrong.unless.search(s))), None)
             if hit:
