@@ -105,11 +105,12 @@ def measure(half_dir: Path) -> HalfFigures:
     )
 
 
-def present_halves(root: Path = CALIBRATION_DIR) -> dict[str, Path]:
+def present_halves(root: Path | None = None) -> dict[str, Path]:
+    root = root or CALIBRATION_DIR
     return {half: root / half for half in HALVES if (root / half / "bands.yaml").is_file()}
 
 
-def measure_all(root: Path = CALIBRATION_DIR) -> dict[str, HalfFigures | None]:
+def measure_all(root: Path | None = None) -> dict[str, HalfFigures | None]:
     present = present_halves(root)
     return {half: measure(present[half]) if half in present else None for half in HALVES}
 
@@ -123,7 +124,8 @@ def _commit() -> str | None:
     return done.stdout.strip()
 
 
-def record(figures: dict[str, HalfFigures | None], path: Path = RESULTS_PATH) -> Path:
+def record(figures: dict[str, HalfFigures | None], path: Path | None = None) -> Path:
+    path = path or RESULTS_PATH
     payload = {
         "commit": _commit(),
         "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -133,11 +135,12 @@ def record(figures: dict[str, HalfFigures | None], path: Path = RESULTS_PATH) ->
     return path
 
 
-def load_results(path: Path = RESULTS_PATH) -> dict | None:
+def load_results(path: Path | None = None) -> dict | None:
+    path = path or RESULTS_PATH
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def accuracy_line(path: Path = RESULTS_PATH) -> str:
+def accuracy_line(path: Path | None = None) -> str:
     """What the total is worth, from the recorded held-out figures: never from the tuning half."""
     results = load_results(path)
     heldout = (results or {}).get("halves", {}).get("heldout")
@@ -159,7 +162,7 @@ def figures_lines(figures: dict[str, HalfFigures | None]) -> list[str]:
     return lines
 
 
-def render_results_markdown(path: Path = RESULTS_PATH) -> str:
+def render_results_markdown(path: Path | None = None) -> str:
     """The rubric page's accuracy section, rendered from results.json (never typed by hand)."""
     results = load_results(path)
     out = ["## How accurate the scorer is", ""]

@@ -17,8 +17,7 @@ from pathlib import Path
 import yaml
 
 from d2kit import paths
-from d2kit.scoring.document import FENCE, HEADING, LIST_ITEM, sentences
-from d2kit.scoring.evidence import Evidence
+from d2kit.scoring.document import sentences
 
 SHINGLE = 6
 PASTED_SHARE = 0.8  # of a sentence's words inside shared runs: a restated fact with the author's own end is kept
@@ -99,30 +98,3 @@ def originals(excluded: frozenset[str] = frozenset()) -> Originals:
                     short.add(tuple(words))
                 shingles.update(tuple(words[i:i + SHINGLE]) for i in range(len(words) - SHINGLE + 1))
     return Originals(frozenset(shingles), frozenset(short))
-
-
-def _marker_and_body(line: str) -> tuple[str, str]:
-    item = LIST_ITEM.match(line)
-    if item:
-        return line[:item.start(2)], item.group(2)
-    return line[:len(line) - len(line.lstrip())], line.strip()
-
-
-def remove_pasted(text: str, kit_texts: Originals) -> tuple[str, list[Evidence]]:
-    """``text`` with copied sentences blanked (line numbers kept), and the copied sentences."""
-    out, removed, in_code = [], [], False
-    for number, line in enumerate(text.splitlines(), start=1):
-        if FENCE.match(line):
-            in_code = not in_code
-        if in_code or FENCE.match(line) or HEADING.match(line) or not line.strip():
-            out.append(line)
-            continue
-        marker, body = _marker_and_body(line)
-        kept = []
-        for _, sentence in sentences(body):
-            if kit_texts.is_copied(sentence):
-                removed.append(Evidence.quote(number, sentence))
-            else:
-                kept.append(sentence)
-        out.append(marker + " ".join(kept) if kept else "")
-    return "\n".join(out), removed

@@ -13,6 +13,7 @@ from d2kit.scoring import (
     contradictions,
     failures,
     pasted,
+    redaction,
     tradeoffs,
     wrong_answers,
 )
@@ -144,9 +145,12 @@ def score_text(text: str, *, attempt: str = "<text>", diagram: Path | None = Non
                rubric: DesignRubric | None = None, not_copied_from: frozenset[str] = frozenset()) -> ScoreReport:
     """``not_copied_from`` names kit texts (pasted.SOURCES) that ``text`` is the original of, not a copy."""
     rubric = rubric or load_design_rubric()
-    own_text, copied = pasted.remove_pasted(text, pasted.originals(not_copied_from))
+    kit_texts = pasted.originals(not_copied_from)
+    own_text, copied = redaction.remove_sentences(text, kit_texts.is_copied)
     doc = parse(own_text)
     flaws = Flaws(wrong_answers.charges(doc), contradictions.find(doc))
+    # A wrong answer costs its check's points and earns nothing anywhere else.
+    doc = parse(redaction.remove_sentences(own_text, lambda s: any(c.covers(s) for c in flaws.wrong_answers))[0])
     criteria = []
     for criterion in rubric.criteria:
         checks = [_score_check(doc, flaws, k.id, k.title, k.points, k.why) for k in criterion.checks]

@@ -46,6 +46,9 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"(end[- ]to[- ]end|guarantee\w*|provides?|promises?|deliver\w*|achieve\w*)\W+(\w+\W+){0,3}exactly[- ]once",
         r"(users?|tenants?|jobs?|authors?) (don'?t|do not|never) (need|have) to (make|change|write)",
         r"side[- ]effects? (can )?never (happen|run|occur)s? twice"), 0.25, COOPERATION),
+    WrongAnswer("clarifications", "exactly-once chosen as the delivery guarantee", pattern(
+        r"(delivery|guarantee|semantics)\W+(\w+\W+){0,2}exactly[- ]once",
+        r"^\W*exactly[- ]once (execution|delivery|processing)\b"), 0.8, COOPERATION),
     WrongAnswer("proof_of_execution", "at-least-once presented as exactly-once to the user", pattern(
         r"(users?|tenants?|jobs?|authors?) (don'?t|do not|never) (need|have) to (make|change|write)",
         r"side[- ]effects? (can )?never (happen|run|occur)s? twice"), 0.5),
@@ -87,6 +90,11 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
 class Charge:
     wrong: WrongAnswer
     evidence: Evidence
+    sentence: str  # as the unit reads it: redaction drops each piece of it, whatever lines it spans
+
+    def covers(self, sentence: str) -> bool:
+        words = " ".join(sentence.split())
+        return bool(words) and words in " ".join(self.sentence.split())
 
 
 def charges(doc: Document) -> list[Charge]:
@@ -98,7 +106,7 @@ def charges(doc: Document) -> list[Charge]:
             hit = next((s for _, s in unit.statements() if affirmed(wrong.claim, s) and not DISCUSSION.search(s)
                         and not (wrong.unless and wrong.unless.search(s))), None)
             if hit:
-                found.append(Charge(wrong, Evidence.of(unit, wrong.claim)))
+                found.append(Charge(wrong, Evidence.of(unit, wrong.claim), hit))
                 break
     return found
 
