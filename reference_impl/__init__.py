@@ -13,6 +13,8 @@ catch-up and overlap        ``policies.py``
 cron, time zones, DST       ``schedule.py``
 worker lease trust          ``lease.py``
 worker process              ``worker.py``
-scheduler process           ``scheduler.py``
+scheduler process           ``scheduler.py``: its maintenance services (``maintenance.py``)
+names the schema constrains ``states.py`` (checked against schema.sql by a test)
+schema upgrades             ``sql/migrations/`` applied by ``db.init_schema`` (``d2kit db upgrade``)
 ==========================  =====================================================
 """

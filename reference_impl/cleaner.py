@@ -1,6 +1,6 @@
 """The cleaner (River's JobCleaner): keeps the queue tables small and the history bounded.
 
-Runs in every scheduler replica, as three of its maintenance services (scheduler.py); the logic of each is in
+Runs in every scheduler replica, as maintenance services of its own (scheduler.py); the logic of each is in
 operations.sql:
 
 * ``archive_finished`` (d2_archive), every second: finished occurrences older than the archive delay leave the

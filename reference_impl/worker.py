@@ -1,6 +1,6 @@
 """A worker process: claims occurrences of one pool in batches, runs their handlers, heartbeats, completes.
 
-Four loops share one process; each round trip to the database is batched:
+These loops share one process; each round trip to the database is batched:
 
 * **claimer** (main thread) -- ``d2_claim`` for up to the free slots; polls every ``poll_seconds`` when
   there is nothing ready, goes again at once when a batch came back full.

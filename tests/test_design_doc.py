@@ -109,3 +109,33 @@ def test_no_wrapped_line_turns_into_a_heading(template):
     """A line that starts with '#123' (an issue number wrapped to a new line) renders as a giant heading."""
     rendered = design_doc.render(template, site=True)
     assert not [line for line in rendered.splitlines() if re.match(r"#+\d", line)]
+
+
+# Numbers with units that the design pages may type by hand, and why each is not a figure of the kit's results
+# file. Anything else with a unit must come from designs/d2/scale.yaml or load/results/latest.json through the
+# template, so a re-measurement changes the page and a typed figure cannot go stale unnoticed.
+TYPED_FIGURES = {
+    "2–3 ms": "PlanetScale, 'Keeping a Postgres queue healthy' (public source, cited in the sentence)",
+    "300 ms": "PlanetScale, same article",
+    "800 jobs/s": "PlanetScale, same article",
+    "86,400 s": "seconds in a day",
+    "1,000 ms": "milliseconds in a second",
+    "5 rows": "the design's count of row writes per execution, not a measurement",
+    "130 ms": "measured before the fix, at commit e44fe7a (its message has it)",
+    "1,000/s": "measured before the fix, at commit e44fe7a (its message has it)",
+    "128 s": "measured before claim_bounds, commit 9b03bce (its message has it)",
+    "100 ms": "the prompt's example short job (job durations are the prompt's)",
+    "6-hour": "the prompt's example long job",
+    "10×": "the template's own question: what breaks first at 10x",
+}
+FIGURE = re.compile(r"\b\d[\d,.–]*(?:\s?(?:ms|%|MiB|MB|GB|KB|µs|s\b|/s|rows|×)|-hour)")
+
+
+def test_the_design_pages_type_no_measured_figure_by_hand():
+    typed = []
+    for template in sorted(design_doc.DESIGN_DIR.glob("*.j2")):
+        source = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", " ", template.read_text(encoding="utf-8"), flags=re.S)
+        for line in source.splitlines():
+            typed += [(template.name, m.group(0), line.strip()) for m in FIGURE.finditer(line)
+                      if not any(m.group(0).startswith(allowed) or allowed in m.group(0) for allowed in TYPED_FIGURES)]
+    assert not typed, "render these from load/results/latest.json or scale.yaml: " + "; ".join(map(str, typed))

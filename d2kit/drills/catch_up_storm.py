@@ -2,9 +2,9 @@
 What happens?
 
 What runs is a product decision, so each job states it as its misfire policy: skip (run none of the missed
-times), run_once (only the most recent), or run_all (every missed time, newest first, capped by max_catchup),
-all bounded by a catch-up window. Every missed fire time still gets its occurrence row, and the ones that do not
-run are recorded as skipped with the reason, so "what did we not run, and why?" is a query. What does run is
+times), run_once (only the most recent), or run_all (every missed time, oldest first, at most max_catchup of them:
+the newest), all bounded by a catch-up window. Every missed fire time still gets its occurrence row, and the ones
+that do not run are recorded as skipped with the reason, so "what did we not run, and why?" is a query. What does run is
 paced by a shared admission rate per pool, so the backlog drains at a rate the workers and the database were
 sized for instead of arriving as a thundering herd.
 

@@ -23,6 +23,7 @@ from typing import Any
 import jinja2
 
 from d2kit import capacity
+from d2kit.bench import results
 
 REPO_ROOT = paths.ROOT
 DESIGN_DIR = paths.DESIGN_DIR
@@ -385,6 +386,7 @@ def context(site: bool = False, scale: Mapping[str, Any] | None = None) -> dict[
         "scale": scale,
         "cap": cap,
         "load": load,
+        "bench": results.latest(LOAD_RESULTS).get("bench", {}),  # measured figures, rendered as they are in the file
         "load_charts": [chart.name for chart in sorted(LOAD_RESULTS.parent.glob("*.svg"))],
         "comparisons": compare(scale, cap, load),
         "drills": DRILLS,
