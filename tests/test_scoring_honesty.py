@@ -159,3 +159,11 @@ def test_own_sentences_next_to_pasted_ones_still_count():
     report = score_text(_section(1, f"{design.prompt}\n\n{own}"))
     delivery = next(k for c in report.criteria for k in c.checks if k.id == "delivery_semantics")
     assert delivery.points == delivery.max_points
+
+
+def test_the_same_quantity_stated_differently_in_two_sections_is_flagged():
+    text = (_section(1, "We run 10M jobs for our users.") + _section(2, "Storage: 10M jobs × 1 KB = 10 GB.")
+            + _section(8, "With 2M jobs the index fits in memory, so nothing breaks first."))
+    check = _check(text, "assumptions")
+    assert check.points < check.max_points
+    assert any("stated differently" in m and "10M jobs" in m and "2M jobs" in m for m in check.missing), check.missing

@@ -130,6 +130,7 @@ class Quantity:
     amount: pint.Quantity  # the number in its unit: 50k/min is 50,000 / minute; "10M jobs" is 1e7, a count
     has_unit: bool  # a unit or a counted noun: "10M jobs", "30 s"; a bare "3" has none
     is_multiplier: bool  # "10x", "3×": a factor, not an estimate of anything
+    noun: str = ""  # what is counted, singular: "job" of "10M jobs", "execution" of "50k executions/min"
 
     @property
     def is_bytes(self) -> bool:
@@ -171,17 +172,19 @@ def quantities(text: str) -> list[Quantity]:
             if word in PINT_UNITS:
                 amount = registry.Quantity(value, PINT_UNITS[word])
             end += unit.end()
-        else:
+        noun_word = ""
+        if not unit:
             noun = NOUN_AFTER.match(tail)
             if noun:
                 has_unit = True
                 end += noun.end()
+                noun_word = noun.group(1).lower().rstrip("s")
         rate = RATE.match(text[end:end + 20])
         if rate:
             has_unit = True
             amount = amount / registry.Quantity(float(rate.group(1) or 1), PINT_UNITS[rate.group(2).lower()])
             end += rate.end()
-        found.append(Quantity(match.start(), end, amount, has_unit, is_multiplier))
+        found.append(Quantity(match.start(), end, amount, has_unit, is_multiplier, noun_word))
     return found
 
 
@@ -446,6 +449,38 @@ def dimensions(doc: Document) -> Finding:
     return Finding(fraction, evidence, [] if fraction == 1 else [f"no derivation about: {', '.join(absent)}"])
 
 
+# A sentence that qualifies its number is not restating the assumption: "peak", "at 10x", "per worker".
+QUALIFIED = re.compile(r"\b(peak|average|avg|mean|median|p\d\d|10\s?[x×]|growth|grow|next year|"
+                       r"per (?!(s|sec|second|min|minute|h|hr|hour|d|day|week|month|year)\b)\w+|each|at most|up to|"
+                       r"at least|today|later|"
+                       r"instead|headroom|retention|per day|daily|\d+\s?(days|weeks|months))\b", re.I)
+INCONSISTENT_FACTOR = 2.0
+
+
+def inconsistencies(doc: Document) -> list[str]:
+    """The same counted quantity stated with different values in two sections ("10M jobs" and "2M jobs")."""
+    first: dict[tuple[str, str], tuple[int, str, float]] = {}
+    found = []
+    for unit in doc.content_units():
+        for _, sentence in sentences(unit.text):
+            if QUALIFIED.search(sentence):
+                continue
+            for q in quantities(sentence):
+                if not q.noun or q.is_multiplier:
+                    continue
+                key = (q.noun, str(q.amount.dimensionality))
+                value = q.amount.to_base_units().magnitude
+                if key not in first:
+                    first[key] = (unit.section or 0, sentence[q.start:q.end], value)
+                    continue
+                section, stated, earlier = first[key]
+                if section != (unit.section or 0) and earlier and value and \
+                        max(value, earlier) / min(value, earlier) > INCONSISTENT_FACTOR:
+                    found.append(f"stated differently: '{stated}' in section {section} and "
+                                 f"'{sentence[q.start:q.end]}' at line {unit.first_line}")
+    return found
+
+
 def assumptions(doc: Document) -> Finding:
     scoped = [u for u in doc.section_units(1) + doc.section_units(2) if u.kind != "heading"]
     stated = stated_quantities(scoped or doc.content_units())
@@ -457,8 +492,9 @@ def assumptions(doc: Document) -> Finding:
         by_unit.setdefault(id(unit), []).append(text)
     evidence = [Evidence.quote(unit.first_line, "; ".join(by_unit.pop(id(unit))))
                 for unit, _ in distinct.values() if id(unit) in by_unit]
-    if len(distinct) >= ASSUMPTIONS_FOR_FULL:
+    differing = inconsistencies(doc)
+    if len(distinct) >= ASSUMPTIONS_FOR_FULL and not differing:
         return Finding(1.0, evidence)
-    return Finding(0.5 if distinct else 0.0, evidence,
-                   [f"{len(distinct)} scale numbers with units stated before the design; "
-                    f"{ASSUMPTIONS_FOR_FULL} needed"])
+    short = [] if len(distinct) >= ASSUMPTIONS_FOR_FULL else [
+        f"{len(distinct)} scale numbers with units stated before the design; {ASSUMPTIONS_FOR_FULL} needed"]
+    return Finding(0.5 if distinct else 0.0, evidence, short + differing)
