@@ -60,6 +60,9 @@ FENCE_CHECK = pattern(r"\bcheck", r"\bverif", r"\breject", r"\bcompar", r"\bguar
 WRITE_PATH = pattern(r"\bwrite", r"\bcommit", r"\bcomplet", r"\bstorage\b", r"\bsink\b", r"downstream",
                      r"side[- ]effect", r"\bledger", r"the job'?s own", r"\boutput", r"\bupdate")
 
+# "Jobs may check this token if they want; it is up to the job": a check nobody must make is a token nothing checks.
+OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30}\b(check|verif|compar|reject)",
+                         r"up to the (job|author|user|tenant)", r"if (it|they) (wants?|chooses?|likes?)")
 FIRE_TIME = r"(fire|scheduled|schedule|run|due|trigger)[_ ]?(time|at|minute|timestamp)\b"
 DOUBLE_FIRE_MECHANISM = pattern(
     # A uniqueness guarantee counts when it is on the fire time, not on any column pair.
@@ -184,7 +187,7 @@ def lease_fencing(doc: Document) -> Finding:
         (3 / 8, component(units, LEASE, "no worker lease or heartbeat that expires", also=LIVENESS)),
         (2 / 8, component(units, FENCING, "no fencing token per attempt")),
         (3 / 8, component(units, FENCING, "the fencing token is not checked on the job's write path or on completion",
-                          also=both(FENCE_CHECK, WRITE_PATH))),
+                          also=both(FENCE_CHECK, WRITE_PATH), unless=OPTIONAL_CHECK)),
     ])
 
 

@@ -58,9 +58,10 @@ def credit(unit: Unit) -> float:
 
 
 def best_match(
-    units: list[Unit], pattern: re.Pattern[str], *, also: re.Pattern[str] | None = None, deniable: bool = True
+    units: list[Unit], pattern: re.Pattern[str], *, also: re.Pattern[str] | None = None, deniable: bool = True,
+    unless: re.Pattern[str] | None = None,
 ) -> tuple[Unit, float] | None:
-    """The unit that affirms ``pattern`` (and matches ``also``, if given) with the most credit, first wins ties.
+    """The unit that affirms ``pattern`` (and matches ``also``, not ``unless``) with the most credit, first wins ties.
 
     A mention the sentence denies ("there is no fencing token") does not match, unless ``deniable`` is off:
     for a decision ("no job overlaps itself") the negation is the answer.
@@ -73,6 +74,8 @@ def best_match(
             continue
         if also is not None and not also.search(text):
             continue
+        if unless is not None and unless.search(text):
+            continue
         weight = credit(unit)
         if best is None or weight > best[1]:
             best = (unit, weight)
@@ -83,10 +86,10 @@ def best_match(
 
 def component(
     units: list[Unit], pattern: re.Pattern[str], missing: str, *, also: re.Pattern[str] | None = None,
-    deniable: bool = True,
+    deniable: bool = True, unless: re.Pattern[str] | None = None,
 ) -> Finding:
     """One part of a check: found (with its credit and evidence) or reported missing."""
-    match = best_match(units, pattern, also=also, deniable=deniable)
+    match = best_match(units, pattern, also=also, deniable=deniable, unless=unless)
     if match is None:
         return Finding(0.0, missing=[missing])
     unit, weight = match

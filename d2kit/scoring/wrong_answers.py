@@ -45,7 +45,7 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"exactly[- ]once\b.{0,60}\b(end[- ]to[- ]end|side[- ]effects?|execution|guarantee)",
         r"(end[- ]to[- ]end|guarantee\w*|provides?|promises?|deliver\w*|achieve\w*)\W+(\w+\W+){0,3}exactly[- ]once",
         r"(users?|tenants?|jobs?|authors?) (don'?t|do not|never) (need|have) to (make|change|write)",
-        r"side[- ]effects? (can )?never (happen|run|occur)s? twice"), 0.25, COOPERATION),
+        r"side[- ]effects? (can )?never (happen|run|occur)s? twice"), 0.0, COOPERATION),  # the rubric's "none"
     WrongAnswer("clarifications", "exactly-once chosen as the delivery guarantee", pattern(
         r"(delivery|guarantee|semantics)\W+(\w+\W+){0,2}exactly[- ]once",
         r"^\W*exactly[- ]once (execution|delivery|processing)\b"), 0.8, COOPERATION),
