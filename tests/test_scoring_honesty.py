@@ -167,3 +167,9 @@ def test_the_same_quantity_stated_differently_in_two_sections_is_flagged():
     check = _check(text, "assumptions")
     assert check.points < check.max_points
     assert any("stated differently" in m and "10M jobs" in m and "2M jobs" in m for m in check.missing), check.missing
+
+
+def test_the_quote_is_the_sentence_that_earned_the_point_not_a_neighbour():
+    text = _section(1, "Delivery: at-least-once. The office is closed on public holidays and the coffee is free.")
+    evidence = _check(text, "delivery_semantics").evidence
+    assert [e.text for e in evidence] == ["Delivery: at-least-once."]

@@ -23,7 +23,6 @@ FENCE = re.compile(r"^\s*(```|~~~)")
 NUMBERED_TITLE = re.compile(r"^(\d{1,2})\s*[.):]\s*(.*)$")
 BOLD_LEAD = re.compile(r"^\*\*(.+?)\*\*")
 # A sentence ends at . ; ! ? followed by space and a capital: "1.9k" and "e.g. x" do not end one.
-MIN_QUOTE_WORDS = 6
 LINE_END = re.compile(r"[.!?;)]\W{0,2}$")
 SENTENCE_BREAK = re.compile(r"(?<=[.;!?])\s+(?=[A-Z(*`\"'])")
 
@@ -106,15 +105,10 @@ class Unit:
         return " ".join(sentence for _, sentence in self.statements())
 
     def sentence_at(self, offset: int) -> str:
-        """The sentence of ``text`` around character ``offset``, with the next ones if it is only a label."""
+        """The sentence of ``text`` around character ``offset``: the one that earned the point, not a neighbour."""
         parts = sentences(self.text)
         index = max(i for i, (start, _) in enumerate(parts) if start <= offset)
-        quote = parts[index][1]
-        for _, following in parts[index + 1:]:
-            if word_count(quote) >= MIN_QUOTE_WORDS:
-                break
-            quote += " " + following
-        return quote.strip()
+        return parts[index][1].strip()
 
 
 @dataclass
