@@ -53,7 +53,7 @@ COUNT_NOUN = (
     r"tasks?|dispatch(?:es)?|fires?|timers?|entries|entry|records?|pages?|calls?|pollers?|locks?|"
     r"firings?|tokens?|hosts?|boxes|dead tuples|fire times|starts?|running"
 )
-NOUN_AFTER = re.compile(rf"^\s?(?:[\w-]+\s)?({COUNT_NOUN})\b", re.I)
+NOUN_AFTER = re.compile(rf"^\s?([\w-]+\s)?({COUNT_NOUN})\b", re.I)
 RATE = re.compile(
     r"^\s?(?:/\s?|per\s(\d+\s)?|an?\s|each\s)(s|sec|second|min|minute|h|hr|hour|d|days?|weeks?|months?|years?)\b",
     re.I,
@@ -178,7 +178,7 @@ def quantities(text: str) -> list[Quantity]:
             if noun:
                 has_unit = True
                 end += noun.end()
-                noun_word = noun.group(1).lower().rstrip("s")
+                noun_word = ((noun.group(1) or "") + noun.group(2)).lower().rstrip("s")  # "skipped rows" ≠ "rows"
         rate = RATE.match(text[end:end + 20])
         if rate:
             has_unit = True
@@ -458,10 +458,13 @@ INCONSISTENT_FACTOR = 2.0
 
 
 def inconsistencies(doc: Document) -> list[str]:
-    """The same counted quantity stated with different values in two sections ("10M jobs" and "2M jobs")."""
+    """The same counted quantity stated with different values in sections 1 and 2 ("10M jobs" and "2M jobs").
+
+    Only the two sections where the scale is stated: later sections quote other systems' figures and 10x.
+    """
     first: dict[tuple[str, str], tuple[int, str, float]] = {}
     found = []
-    for unit in doc.content_units():
+    for unit in doc.section_units(1) + doc.section_units(2):
         for _, sentence in sentences(unit.text):
             if QUALIFIED.search(sentence):
                 continue

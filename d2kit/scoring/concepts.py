@@ -54,7 +54,7 @@ FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
                   r"\bsequencer\b", r"\b(raft )?term number", r"(only|ever) (grows|increases|goes up)",
                   r"\b(attempt|claim|ownership) (number|counter|version)\b.{0,60}\b(higher|greater|increment|bump)",
-                  r"\bzxid", r"\brange_?id")
+                  r"\bzxid")
 FENCE_CHECK = pattern(r"\bcheck", r"\bverif", r"\breject", r"\bcompar", r"\bguard", r"\bconditional",
                       r"where\b.{0,40}token", r"\bstale\b", r"\bolder\b", r"\bhigher\b", r"\brefus")
 WRITE_PATH = pattern(r"\bwrite", r"\bcommit", r"\bcomplet", r"\bstorage\b", r"\bsink\b", r"downstream",
@@ -97,7 +97,7 @@ PACING = pattern(r"rate[- ]limit", r"\bpac(e|ed|ing)\b", r"admission", r"token b
                  r"throttl", r"drain(s|ed)? at", r"per second", r"/s\b")
 
 TENANT_CAPS = pattern(r"(per[- ]tenant|tenant).{0,40}\b(cap|limit|quota|max)", r"concurrency (cap|limit)",
-                      r"\bquotas?\b", r"max_running")
+                      r"\bquotas?\b")
 FAIR_QUEUING = pattern(r"fair[- ]?(queu|shar|schedul)", r"\bweighted\b", r"(shares?|claims?)\b.{0,30}\bby weight",
                        r"round[- ]robin", r"\bdrr\b", r"deficit", rf"fair(ly)? between {TENANT}",
                        rf"(take|serve|pick)s? {TENANT} in turn", rf"(one|each) queue per {TENANT}")
@@ -130,7 +130,7 @@ STORAGE_NEXT = pattern(r"partition", r"\bshard", r"\bbatch", r"move (to|the)", r
                        r"delay queue", r"next step", r"then we")
 
 ONE_CLOCK = pattern(r"(database|\bdb|postgres|server|store)'?s? (own )?(clock|now\(\)|time)", r"single clock",
-                    r"one clock", r"monotonic", r"elapsed time", r"clock_timestamp", r"\bstopwatch",
+                    r"one clock", r"monotonic", r"elapsed time", r"\bstopwatch",
                     r"never compare(s|d)? (wall )?(clocks|times?|timestamps?)", r"same clock",
                     r"(on|by) (its|one|a single|the same) (own )?(machine|node)'?s? (clock|timer)",
                     r"never compare a time", r"time(s|stamps?)? (written|taken) (by|on) (one|the same) (machine|node)")
