@@ -47,6 +47,8 @@ def test_double_negation_still_credits_the_mechanism():
                       "compares tokens so that a write with a greater UUID wins over the previous one."),
     ("replica_double_fire", "All three scheduler replicas fire every due job together, which gives redundancy "
                             "when one of them is slow."),
+    ("replica_double_fire", "Three schedulers elect a leader through ZooKeeper, and only the leader reads the due "
+                            "jobs and publishes them, so no job is fired twice."),
     ("catch_up", "After downtime, all missed occurrences fire at once so the backlog is cleared in one burst "
                  "under the per-job misfire policy."),
     ("delivery_semantics", "We guarantee exactly-once execution end to end, including side effects, so users do "
@@ -56,6 +58,12 @@ def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_i
     check = _check(_section(6, wrong), check_id)
     assert check.points < check.max_points / 2, (check_id, check.points)
     assert any(m.startswith("wrong answer") and wrong[:30] in m for m in check.missing), check.missing
+
+
+def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
+    fenced = _section(6, "Only the leader reads the due jobs and publishes them; every publish carries the leader's "
+                         "epoch, and the queue refuses an older epoch, so a paused old leader cannot publish.")
+    assert not any(m.startswith("wrong answer") for m in _check(fenced, "replica_double_fire").missing)
 
 
 def test_naming_a_wrong_answer_to_reject_it_is_not_charged():

@@ -29,6 +29,7 @@ class WrongAnswer:
     claim: re.Pattern[str]
     cap: float  # the share of the check's points left at most
     unless: re.Pattern[str] | None = None  # the same sentence qualifying the claim makes it right
+    unless_anywhere: re.Pattern[str] | None = None  # ... or any sentence of the attempt
 
 
 # A job that must cooperate for exactly-once (idempotency it implements, a token it checks) is the right answer.
@@ -70,7 +71,16 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"\bntp\b.{0,60}\b(keeps?|guarantees?|ensures?|solves?)\b.{0,40}\b(sync|skew|clocks?)",
         r"clock skew is solved by",
         r"compar\w*\b.{0,60}\btimestamps?\b.{0,60}\b(with|against|to)\b.{0,20}\b(its|their|the \w+'?s?) own clock",
-        r"\bntp\b.{0,80}\b(comparable|in sync|synchroni[sz]ed|keeps?|guarantees?|ensures?|solves?)\b"), 0.0),
+        r"\bntp\b.{0,80}\b(comparable|in sync|synchroni[sz]ed|keeps?|guarantees?|ensures?|solves?)\b",
+        r"(in sync|synchroni[sz]ed) (by|with|via|using) ntp",
+        r"worker'?s? (own )?timestamps? (can|could) be compared"), 0.0),
+    WrongAnswer("replica_double_fire", "leader election alone, with nothing on the failover gap or a paused old "
+                "leader", pattern(r"\b(only|just) (the )?leader\b.{0,60}\b(fires?|dispatch\w*|reads?|publish\w*|"
+                                  r"schedul\w*|runs?)\b"), 0.6,
+                unless_anywhere=pattern(r"(old|former|stale|paused|zombie|previous|deposed|wak\w+) leader",
+                                        r"leader\b.{0,60}\b(fenc|epoch|term|token|pause|paused|gc)",
+                                        r"\b(fenc\w*|epoch|term|token)\b.{0,60}\bleader", r"failover gap",
+                                        r"unique\b.{0,40}\b(fire|schedul|run|due)")),
     WrongAnswer("replica_double_fire", "every replica fires every due job", pattern(
         r"(each|every|all) (of the )?(\w+ ){0,2}(replicas?|schedulers?) (also )?(fires?|runs?|dispatch\w*|triggers?) "
         r"((every|each|all|the same) (\w+ )?(jobs?|fire times?|occurrences?)|what it sees|it)\b",
@@ -101,7 +111,10 @@ def charges(doc: Document) -> list[Charge]:
     """Every wrong answer the attempt gives, with the sentence that gives it (once per wrong answer)."""
     found = []
     units = [u for u in doc.content_units() if u.section != 9]  # section 9 names wrong answers to reject them
+    whole = " ".join(u.statement_text for u in units)
     for wrong in WRONG_ANSWERS:
+        if wrong.unless_anywhere and wrong.unless_anywhere.search(whole):
+            continue
         for unit in units:
             hit = next((s for _, s in unit.statements() if affirmed(wrong.claim, s) and not DISCUSSION.search(s)
                         and not (wrong.unless and wrong.unless.search(s))), None)
