@@ -61,7 +61,7 @@ LEG_HEADERS: dict[str, re.Pattern[str]] = {
 # "Detection: not needed, since ...": a label followed by a refusal is no leg.
 NO_LEG = re.compile(r"^\W*(not (needed|required|applicable|possible|necessary)|none\b|nothing\b|n/?a\b|no need|"
                     r"unnecessary|impossible|skipped)", re.I)
-MIN_LEG_WORDS = 4  # after a label: "Detection: yes" is not a leg
+MIN_LEG_WORDS = 3  # after a label: "Detection: yes" is not a leg
 MIN_SENTENCE_WORDS = 5
 
 # The failures the prompt names. Each is covered by an item whose title or text matches.
