@@ -6,6 +6,8 @@ wrong answers and wrong arithmetic earned points, plain words lost them, pasted 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from d2kit.scoring.arithmetic import calculations
@@ -181,3 +183,16 @@ def test_the_quote_is_the_sentence_that_earned_the_point_not_a_neighbour():
     text = _section(1, "Delivery: at-least-once. The office is closed on public holidays and the coffee is free.")
     evidence = _check(text, "delivery_semantics").evidence
     assert [e.text for e in evidence] == ["Delivery: at-least-once."]
+
+
+# -- 5. fluent but not distributed -------------------------------------------------------------------
+
+def test_a_fluent_one_machine_crontab_design_stays_middling():
+    """Written for this test: cron plus a retry loop on one box, with sound arithmetic and reasoned
+    rejections, and nothing on replicas, leases, fencing or catch-up. Its failures are not the prompt's."""
+    report = score_text((Path(__file__).parent / "fixtures" / "one-machine-crontab.md").read_text(encoding="utf-8"))
+    hard_parts = next(c for c in report.criteria if c.id == "hard_parts")
+    assert hard_parts.points <= 10
+    triads = next(k for c in report.criteria for k in c.checks if k.id == "failure_triads")
+    assert triads.points <= triads.max_points / 2  # four complete analyses, none of a failure the prompt names
+    assert report.total <= 60, report.total

@@ -76,6 +76,18 @@ FAILURE_CLASSES: dict[str, re.Pattern[str]] = {
                              r".{0,40}\b(fail|down|crash|outage|unavailable|dies|died|lost)", r"failover"),
 }
 
+# The criterion's full mark is about the failures the prompt names; a complete analysis of another one
+# (a disk filling up, a job exiting non-zero) is worth half.
+NOISY_TENANT = pattern(r"(noisy|heavy|greedy|abusive|one|single|long)\W+(\w+\W+){0,2}(tenant|customer|team)",
+                       r"\b(tenant|customer|team)s?\b.{0,40}\b(starv|flood|hog|pins?)")
+OFF_PROMPT_SHARE = 0.5
+
+
+def _names_a_prompt_failure(item: FailureItem) -> bool:
+    text = item.title + " " + item.text
+    return any(p.search(text) for p in FAILURE_CLASSES.values()) or bool(NOISY_TENANT.search(text))
+
+
 # Items that need all three legs for full credit, and the share two-leg items can earn at most.
 ITEMS_FOR_FULL = 4
 TWO_LEG_SHARE = 1 / 12
@@ -152,7 +164,9 @@ def triads(doc: Document) -> Finding:
         return Finding(0.0, missing=["Section 7 (failure and recovery) has no failures to analyse."])
     complete = [i for i in items if i.complete]
     two_legged = [i for i in items if len(i.legs) == 2]
-    fraction = min(ITEMS_FOR_FULL, len(complete)) / ITEMS_FOR_FULL
+    off_prompt = [i for i in complete if not _names_a_prompt_failure(i)]
+    counted = len(complete) - (1 - OFF_PROMPT_SHARE) * len(off_prompt)
+    fraction = min(ITEMS_FOR_FULL, counted) / ITEMS_FOR_FULL
     fraction += min(TWO_LEG_CAP, TWO_LEG_SHARE * len(two_legged))
     def tag(item: FailureItem) -> str:
         return item.title if item.complete else f"{item.title}, two legs of three"
@@ -163,6 +177,9 @@ def triads(doc: Document) -> Finding:
                for i in items if not i.complete]
     if len(complete) < ITEMS_FOR_FULL:
         missing.insert(0, f"{len(complete)} of the {ITEMS_FOR_FULL} failures needed have all three legs.")
+    if off_prompt and counted < ITEMS_FOR_FULL:
+        missing.append("not a failure the prompt names (worker, partition, scheduler, store, noisy tenant), half "
+                       "credit: " + ", ".join(f"'{i.title}'" for i in off_prompt))
     return Finding(round(min(1.0, fraction), 4), evidence, missing)
 
 
