@@ -150,6 +150,19 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
     assert plain >= textbook - 2, (plain, textbook)
 
 
+@pytest.mark.parametrize(("check_id", "plain"), [
+    ("tenant_isolation", "A customer can have at most 20 jobs running; the claim query takes customers in turn, and "
+                         "jobs longer than 10 minutes run on their own machines."),
+    ("clocks", "Expiry is decided by the store: it compares the claim deadline with its own now(), the only clock "
+               "that matters, because node clocks may disagree by seconds."),
+    ("catch_up", "After an outage each job says what to do with its missed times (run the latest, run all, or skip "
+                 "them), and the backlog is released at 200 per second so it is not a stampede."),
+])
+def test_plain_phrasing_of_a_follow_up_earns_it(check_id: str, plain: str):
+    check = _check(_section(6, plain), check_id)
+    assert check.points == check.max_points, (check.points, check.missing)
+
+
 # -- 4. pasted text -----------------------------------------------------------------------------------
 
 def test_pasted_prompt_questions_and_hints_earn_nothing_and_are_listed():

@@ -86,23 +86,30 @@ WHY = pattern(r"because", r"\bso that\b", r"\bwhich means\b", r"rather than", r"
               r"\bwhy\b", r"failure profile", r"\bwithout\b")
 
 CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thundering herd", r"late[- ]start",
+                   r"\bstampede",
                    r"starting[- ]?deadline", r"missed (\w+ )?(times?|minutes?|occurrences?|runs?)",
                    r"missed (run|fire|occurrence|tick|execution|job|time)", r"most recent (occurrence|run|fire)",
                    r"after (an? )?(outage|downtime)", r"fire times? (that )?(have |has )?passed",
                    r"(was|is|been) down for")
 PER_JOB_POLICY = pattern(r"per[- ]job", r"\bpolic(y|ies)\b", r"configurable", r"job'?s own", r"on the job",
-                         r"each job (has|chooses|picks|sets|carries)", r"\brule\b.{0,40}\b(per|each) job",
+                         r"each job (has|chooses|picks|sets|carries|says|decides|declares)",
+                         r"\brule\b.{0,40}\b(per|each) job",
                          r"the (user|owner) (chooses|picks|decides|sets)")
 PACING = pattern(r"rate[- ]limit", r"\bpac(e|ed|ing)\b", r"admission", r"token bucket", r"\bspread", r"\bjitter",
                  r"throttl", r"drain(s|ed)? at", r"per second", r"/s\b")
 
-TENANT_CAPS = pattern(r"(per[- ]tenant|tenant).{0,40}\b(cap|limit|quota|max)", r"concurrency (cap|limit)",
-                      r"\bquotas?\b")
+TENANT_CAPS = pattern(rf"(per[- ]{TENANT}|{TENANT}).{{0,40}}\b(cap|limit|quota|max)", r"concurrency (cap|limit)",
+                      r"\bquotas?\b", rf"\b(cap|limit|maximum)s? (per|for each|on each) {TENANT}",
+                      rf"{TENANT}\W+(\w+\W+){{0,2}}(slots?|maximums?)\b",
+                      rf"{TENANT}\b.{{0,30}}\b(at most|no more than|up to) \d+\b.{{0,30}}\b"
+                      r"(running|at once|concurrent)")
 FAIR_QUEUING = pattern(r"fair[- ]?(queu|shar|schedul)", r"\bweighted\b", r"(shares?|claims?)\b.{0,30}\bby weight",
                        r"round[- ]robin", r"\bdrr\b", r"deficit", rf"fair(ly)? between {TENANT}",
                        rf"(take|serve|pick)s? {TENANT} in turn", rf"(one|each) queue per {TENANT}")
 DURATION_POOLS = pattern(r"(separate|dedicated|own) (worker )?pools?", r"pools? (by|for) (expected )?duration",
                          r"long (jobs|runs) (only )?(run )?on (the )?(long|separate|dedicated|own)",
+                         r"(jobs|runs) longer than\b.{0,30}\b(own|separate|dedicated|long)\b.{0,20}"
+                         r"(machines|pool|workers|fleet|queue)",
                          r"(separate|dedicated|own) (machines|fleet|queue) for (long|short)",
                          r"long[- ]running (pool|queue|workers)", r"(short|long) pool", r"\bbulkhead",
                          r"pools? of workers for")
@@ -133,8 +140,11 @@ ONE_CLOCK = pattern(r"(database|\bdb|postgres|server|store)'?s? (own )?(clock|no
                     r"one clock", r"monotonic", r"elapsed time", r"\bstopwatch",
                     r"never compare(s|d)? (wall )?(clocks|times?|timestamps?)", r"same clock",
                     r"(on|by) (its|one|a single|the same) (own )?(machine|node)'?s? (clock|timer)",
-                    r"never compare a time", r"time(s|stamps?)? (written|taken) (by|on) (one|the same) (machine|node)")
-SKEW = pattern(r"clock skew", r"\bskew", r"\bntp\b", r"\bdrift", r"wall[- ]clock", r"clocks? (that )?(disagree|differ)")
+                    r"never compare a time", r"time(s|stamps?)? (written|taken) (by|on) (one|the same) (machine|node)",
+                    r"(decided|judged|measured|checked) (only )?(by|on) (the )?(store|database|db|server)\b",
+                    r"its own now\(\)", r"the only clock")
+SKEW = pattern(r"clock skew", r"\bskew", r"\bntp\b", r"\bdrift", r"wall[- ]clock",
+               r"clocks? (that )?(may |can |will )?(disagree|differ|drift)")
 
 
 def _deep_dive_first(doc: Document) -> list[Unit]:
