@@ -157,6 +157,12 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
                "that matters, because node clocks may disagree by seconds."),
     ("catch_up", "After an outage each job says what to do with its missed times (run the latest, run all, or skip "
                  "them), and the backlog is released at 200 per second so it is not a stampede."),
+    ("lease_fencing", "A worker claims a run with a conditional update that sets a version number, and renews its "
+                      "claim every 10 s; an unrenewed claim expires after 30 s. The payment service keeps the highest "
+                      "version it has seen per run and rejects writes carrying a lower one."),
+    ("lease_fencing", "Activities heartbeat every 10 s with a 30 s heartbeat timeout, after which the activity is "
+                      "retried elsewhere; the downstream ledger rejects a completion whose attempt number is older "
+                      "than the last one it accepted."),
 ])
 def test_plain_phrasing_of_a_follow_up_earns_it(check_id: str, plain: str):
     check = _check(_section(6, plain), check_id)

@@ -45,6 +45,7 @@ TENANCY = pattern(r"multi-?tenan", r"noisy neighbo",
 TENANT = r"(tenant|customer|team|account|org(anization)?|client)s?"
 LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[- ]?ins?\b", r"keep[- ]?alive",
                 r"time[- ]limited (claim|lock|ownership|reservation)",
+                r"renew\w* (its |the |a )?(claim|lock|reservation|ownership)",
                 r"claims? (with|that has) (an? )?(expiry|ttl|deadline)",
                 r"(claim|lock|reservation|ownership|session)s? (expires?|runs? out|times? out|lapses?)",
                 r"(ephemeral (node|key)|session) .{0,40}(expir|ttl|alive)")
@@ -53,7 +54,8 @@ LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
                   r"\bsequencer\b", r"\b(raft )?term number", r"(only|ever) (grows|increases|goes up)",
-                  r"\b(attempt|claim|ownership) (number|counter|version)\b.{0,60}\b(higher|greater|increment|bump)",
+                  r"\b(attempt|claim|ownership) (number|counter|version)\b.{0,80}\b(higher|greater|increment|bump|"
+                  r"older|lower|stale)",
                   r"\bzxid")
 FENCE_CHECK = pattern(r"\bcheck", r"\bverif", r"\breject", r"\bcompar", r"\bguard", r"\bconditional",
                       r"where\b.{0,40}token", r"\bstale\b", r"\bolder\b", r"\bhigher\b", r"\brefus")
