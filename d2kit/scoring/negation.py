@@ -30,15 +30,14 @@ AFTER = re.compile(
 )
 
 
-def _clause_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+def _clause_start(text: str, start: int) -> int:
     before = [m.end() for m in CLAUSE_BREAK.finditer(text, 0, start)]
-    after = CLAUSE_BREAK.search(text, end)
-    return (before[-1] if before else 0), (after.start() if after else len(text))
+    return before[-1] if before else 0
 
 
 def is_denied(text: str, start: int, end: int) -> bool:
-    """Whether the mention at text[start:end] is negated or rejected within its own clause."""
-    clause_start, clause_end = _clause_bounds(text, start, end)
+    """Whether the mention at text[start:end] is negated in its own clause, or rejected right after it."""
+    clause_start = _clause_start(text, start)
     # Two negations affirm: "no write lands without a valid token".
     # Searched in the whole text so a negator's lookahead sees past the mention ("without a heartbeat").
     negators = [m for m in NEGATOR.finditer(text) if clause_start <= m.start() and m.end() <= start]
