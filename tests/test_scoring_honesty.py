@@ -82,6 +82,15 @@ def test_a_mechanism_used_and_denied_is_flagged_as_a_contradiction():
     assert notes and "leases" in notes[0] and "line" in notes[0]
 
 
+def test_a_rejection_that_contradicts_itself_or_gives_no_reason_is_not_reasoned():
+    hollow = _section(9, "- **Postgres**: rejected because we use Postgres for everything else in the company.\n"
+                         "- **etcd instead of ZooKeeper**: considered for a while; no strong preference either way.\n"
+                         "- **Leases**: rejected because fencing tokens replace them, although we use leases too.")
+    check = _check(hollow, "rejections")
+    assert check.points <= 2, check.points
+    assert any("contradicts itself" in m for m in check.missing)
+
+
 # -- 2. arithmetic ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("wrong", "right_value"), [
