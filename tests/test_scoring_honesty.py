@@ -51,6 +51,10 @@ def test_double_negation_still_credits_the_mechanism():
                             "when one of them is slow."),
     ("replica_double_fire", "Three schedulers elect a leader through ZooKeeper, and only the leader reads the due "
                             "jobs and publishes them, so no job is fired twice."),
+    ("lease_fencing", "Each attempt carries a fencing token checked by the store on every write, so two workers can "
+                      "never run the same job and split-brain is impossible."),
+    ("tenant_isolation", "A noisy tenant's six-hour jobs are given priority so they finish sooner, and we autoscale "
+                         "the workers when a tenant starves the others; per-tenant caps apply."),
     ("catch_up", "After downtime, all missed occurrences fire at once so the backlog is cleared in one burst "
                  "under the per-job misfire policy."),
     ("delivery_semantics", "We guarantee exactly-once execution end to end, including side effects, so users do "

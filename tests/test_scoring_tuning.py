@@ -32,11 +32,11 @@ def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):
     assert figures.attempts == len(ATTEMPTS) >= 16
     assert figures.spearman_rho >= 0.9, figures.spearman_rho
     assert figures.mean_error <= 8, figures.mean_error
-    assert figures.in_band >= 9, [(r.name, r.score, r.band) for r in figures.results if not r.in_band]
+    assert figures.in_band >= 10, [(r.name, r.score, r.band) for r in figures.results if not r.in_band]
 
 
 @pytest.mark.parametrize(("attempt_class", "low", "high"), [
-    ("incoherent-keywords", 0, 35),  # the target is 30 on the held-out half; see the report
+    ("incoherent-keywords", 0, 30),
     ("pasted-prompt", 0, 10),
     ("excellent-plain", 75, 100),
     ("name-dropping", 0, 30),
