@@ -11,12 +11,21 @@ from __future__ import annotations
 import re
 
 from d2kit.scoring.document import Document, Item, Unit, split_items
-from d2kit.scoring.evidence import Evidence, Finding
+from d2kit.scoring.evidence import Evidence, Finding, pattern
 from d2kit.scoring.prose import REASON, is_prose
 
 REJECTIONS_FOR_FULL = 3
 MIN_REJECTION_WORDS = 10
-TERSE_SHARE = 2 / 3  # a reason written as a fragment ("failover gap, still needs fencing") is still a reason
+TERSE_SHARE = 2 / 3
+# An alternative to the API's format is plumbing ("GraphQL", "offset pagination"); the prompt is lost by spending
+# the time there. A rejection of one earns half unless it also touches a part that can fail.
+PLUMBING = pattern(r"graphql", r"\bgrpc\b", r"\brest(ful)?\b", r"\bxml\b", r"\bjson\b", r"\bsoap\b",
+                   r"paginat", r"\bsdk\b", r"openapi", r"swagger", r"\bui\b", r"front[- ]?end", r"oauth", r"\bjwt",
+                   r"api (key|version)")
+LOAD_BEARING = pattern(r"\bstor(e|age)\b", r"database", r"\bqueue", r"\blease", r"\bleader", r"schedul", r"worker",
+                       r"dispatch", r"partition", r"\block", r"consensus", r"\bclock", r"\bfenc", r"duplicate",
+                       r"exactly[- ]once", r"at[- ]least[- ]once", r"fail ?over", r"replica")
+PLUMBING_SHARE = 0.5  # a reason written as a fragment ("failover gap, still needs fencing") is still a reason
 # The name of the alternative ends at its label: "etcd instead of ZooKeeper: considered" has no reason.
 TITLE_LABEL = re.compile(r"^.{1,80}?(?::|\s[—–]\s|\s-\s|\s\|\s)")
 # "Postgres: rejected because we use Postgres": a reason that says the alternative is in the design.
@@ -58,9 +67,13 @@ def rejections(doc: Document) -> Finding:
             shown = quote.text if quote.text.startswith(item.title) else f"[{item.title}] {quote.text}"
             reasoned.append(Evidence(quote.line, shown))
             terse = not (has_sentence or is_prose(item.text))
-            credit += TERSE_SHARE if terse else 1.0
+            plumbing = bool(PLUMBING.search(item.title)) and not LOAD_BEARING.search(item.text)
+            credit += (TERSE_SHARE if terse else 1.0) * (PLUMBING_SHARE if plumbing else 1.0)
             if terse:
                 missing.append(f"'{item.title}' (line {item.first_line}): the reason is a fragment, not a sentence")
+            if plumbing:
+                missing.append(f"'{item.title}' (line {item.first_line}): an alternative to the API's format, not "
+                               "to a part that can fail: half credit")
         else:
             named_only.append(item)
             why = "no reason given" if reason_unit is None else "the reason is too short to say what it costs"
