@@ -119,6 +119,11 @@ def test_a_wrong_derivation_earns_nothing_and_shows_the_right_value(wrong: str, 
     assert any("does not check out" in m and right_value in m for m in check.missing), check.missing
 
 
+def test_counts_that_nothing_shows_are_derived_are_not_a_derivation():
+    assert not calculations(parse(_section(4, "jobs on 4 MySQL shards; partition = hash(job_id) % 256.")))
+    assert calculations(parse(_section(2, "1M users, each with ~10 jobs = 10M jobs.")))  # 1M × 10, checked
+
+
 @pytest.mark.parametrize("right", [
     "10M jobs/day ≈ 116/s.",
     "Peak: 45,000/min ÷ 60 = 750 executions/s.",

@@ -261,8 +261,10 @@ def _is_result(gap: str) -> bool:
     return bool(markers) and bool(RESULT_HEDGE.fullmatch(gap[markers[-1].end():]))
 
 
-def check_steps(text: str, qs: list[Quantity]) -> tuple[bool, str]:
-    """Every result of the sentence against what comes before it, with pint: (all hold, a correction).
+def check_steps(text: str, qs: list[Quantity]) -> tuple[bool, str, bool]:
+    """Every result of the sentence against what comes before it, with pint.
+
+    (no step is wrong, the first correction, some step was verified).
 
     A result holds when it follows from the expression right before it (directly, by a bare
     conversion factor, or through one other number of the sentence: "6,000 running; at 30 per
@@ -273,6 +275,7 @@ def check_steps(text: str, qs: list[Quantity]) -> tuple[bool, str]:
     """
     runs = _runs(text, qs)
     change = bool(CHANGE.search(text))
+    verified = False
     chain: list[tuple[int, int]] = []
     for index, (previous, run) in enumerate(pairwise(runs)):
         gap = text[qs[previous[1]].end:qs[run[0]].start]
@@ -286,15 +289,16 @@ def check_steps(text: str, qs: list[Quantity]) -> tuple[bool, str]:
             continue  # an expression or an input ("1 KB per job, so 10M jobs = 10 GB"): the next result checks it
         if not right.has_unit and not any(qs[i].has_unit for left in lefts for i in range(left[0], left[1] + 1)):
             continue
-        verdict = _judge(text, qs, runs[:index + 1], lefts, run)
+        verdict, holds = _judge(text, qs, runs[:index + 1], lefts, run)
         if verdict:
-            return False, verdict
-    return True, ""
+            return False, verdict, verified
+        verified = verified or holds
+    return True, "", verified
 
 
 def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts: list[tuple[int, int]],
-           run: tuple[int, int]) -> str:
-    """The correction for the result at ``run``, or "" when it holds or cannot be checked."""
+           run: tuple[int, int]) -> tuple[str, bool]:
+    """(the correction for the result at ``run`` or "", whether it was verified) for one step."""
     right = qs[run[0]]
     target = right.amount
     nearest = lefts[-1]
@@ -321,15 +325,15 @@ def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts:
     if comparable and not direct and not _is_bytes(target) and not target.dimensionless:  # contradicted further back
         far = _expression(text, qs, *comparable[0])
         if not _close(far.to(target.units).magnitude, target.magnitude):
-            return _correction(text, qs, comparable[0], right, f"should be about {_show(far, target.units)}")
+            return _correction(text, qs, comparable[0], right, f"should be about {_show(far, target.units)}"), False
     if holds:
-        return ""
+        return "", True
     if direct:
-        return _correction(text, qs, nearest, right, f"should be about {_show(value, target.units)}")
+        return _correction(text, qs, nearest, right, f"should be about {_show(value, target.units)}"), False
     if nearest[1] > nearest[0] and target.dimensionless:
         # "3M/s ÷ 100 jobs per worker = 300 workers": an expression the result claims to be, in the writer's units
-        return _correction(text, qs, nearest, right, f"the expression gives {value.magnitude:,.3g}")
-    return _correction(text, qs, nearest, right, through_correction) if through_correction else ""
+        return _correction(text, qs, nearest, right, f"the expression gives {value.magnitude:,.3g}"), False
+    return (_correction(text, qs, nearest, right, through_correction) if through_correction else ""), False
 
 
 def _correction(text: str, qs: list[Quantity], left: tuple[int, int], right: Quantity, why: str) -> str:
@@ -380,7 +384,9 @@ def find_calculation(text: str) -> tuple[int, bool, str] | None:
         if any(q.amount.magnitude == qs[j].amount.magnitude and q.amount.units == qs[j].amount.units
                for q in earlier):
             continue  # restating a number is not deriving one
-        holds, correction = check_steps(text, qs)
+        holds, correction, verified = check_steps(text, qs)
+        if holds and not verified and all(q.amount.dimensionless for q in qs):
+            return None  # "4 shards; partition = hash(job_id) % 256": counts that nothing shows are derived
         return j, holds, correction
     return None
 
