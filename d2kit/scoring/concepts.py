@@ -76,7 +76,7 @@ DOUBLE_FIRE_MECHANISM = pattern(
     r"\bshard(ed)? ownership", r"compare[- ]and[- ]set", r"if not exists", r"lightweight transaction",
     r"condition(al)? expression", r"\bif (generation|version|state|owner|holder)\s*=",
     r"(slice|bucket|partition|shard|range)s? (owner|ownership)",
-    r"owns? (a|the|its|each) (slice|bucket|partition|shard|range)",
+    r"owns?\b.{0,20}\b(slice|bucket|partition|shard|range)s?\b", r"attribute_not_exists",
     r"(one|a single) (owner|planner|dispatcher) (per|for each) (slice|bucket|partition|shard)",
 )
 REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other) (schedulers?|planners?|dispatchers?|"
