@@ -97,7 +97,7 @@ def test_a_rejection_that_contradicts_itself_or_gives_no_reason_is_not_reasoned(
 
 def test_rejecting_api_formats_is_worth_less_than_rejecting_a_design_choice():
     formats = _section(9, "- **GraphQL**: more flexible for clients, but caching and rate limiting are harder for us.\n"
-                          "- **gRPC for the public API**: faster, but harder for users to call from browsers and curl.\n"
+                          "- **gRPC for the public API**: faster, but harder to call from browsers and curl.\n"
                           "- **XML payloads**: verbose and slower to parse than JSON, and no client asked for it.")
     design = _section(9, "- **A single leader**: a failover gap of one election timeout, and it still needs fencing.\n"
                          "- **Kafka as the queue**: no per-message lease, so a six-hour job pins its partition.\n"
