@@ -68,5 +68,5 @@ def test_weak_attempts_fail_for_their_own_reason():
     assert check("weak-no-numbers.md", "assumptions") == 0
     assert check("weak-name-dropper.md", "rejections") <= 2
     assert check("weak-rest-surface.md", "time_on_hard_parts") == 0
-    assert check("excellent.md", "failure_triads") == 18
+    assert check("excellent.md", "failure_triads") >= 15
 

@@ -1,10 +1,14 @@
-"""Did the candidate do arithmetic? Quantities with units, and sentences that derive new ones.
+"""Did the candidate do arithmetic? Quantities with units, and sentences that derive new ones, checked.
 
 A *calculation* is a sentence where a quantity is followed by a result marker (≈, =, →, "so",
 "that's", "which is", ...) and then by a number that is not one already stated in that sentence,
 with at least one unit in play: "50k/min ≈ 833/s, so 5 workers at 200/s each". Stating numbers is
-an assumption, not a calculation. Where a calculation is simple enough to check (a × b = c, a / b = c,
-a rate converted to another time unit) and is off by more than half, it is shown and not counted.
+an assumption, not a calculation.
+
+Every step of a calculation is checked with pint, which knows that 50k/min is 833/s, that 10M × 1 KB
+is 10 GB and that 750/s × 8 s is 6,000 (Little's law). A step that converts to a different value,
+or to bytes from something that is not bytes, is wrong: it earns nothing and the right value is shown.
+The regular expressions below only find a number and the words naming its unit; pint does the units.
 """
 
 from __future__ import annotations
@@ -12,23 +16,32 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import combinations, pairwise
+
+import pint
 
 from d2kit.scoring.document import Document, Unit, sentences
 from d2kit.scoring.evidence import Evidence, Finding
 
 NUMBER = re.compile(r"(?<![\w.:/#-])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?![\d:])")
-MAGNITUDE = re.compile(r"^(?:([kKM])(?![a-zA-Z])|\s?(thousand|million|billion|bn)\b)")
-MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "thousand": 1e3, "million": 1e6, "billion": 1e9, "bn": 1e9}
-SECONDS = {
-    "ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-    "min": 60, "mins": 60, "minute": 60, "minutes": 60, "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600,
-    "hours": 3600, "d": 86400, "day": 86400, "days": 86400, "week": 604800, "weeks": 604800,
-    "month": 2.6e6, "months": 2.6e6, "year": 3.15e7, "years": 3.15e7, "yr": 3.15e7,
+MAGNITUDE = re.compile(r"^(?:([kKM])(?![a-zA-Z])|([B])(?=\s+[a-z])(?!\s+(?:of|per|each|a|an|for)\b)|"
+                       r"\s?(thousand|million|billion|bn)\b)")  # "2.6B rows" is a count; "500 B of history" bytes
+MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "thousand": 1e3, "million": 1e6, "billion": 1e9, "bn": 1e9}
+# The words a candidate writes for a unit, as pint names it.
+PINT_UNITS = {
+    "ns": "nanosecond", "µs": "microsecond", "us": "microsecond", "ms": "millisecond", "s": "second",
+    "sec": "second", "secs": "second", "second": "second", "seconds": "second", "min": "minute",
+    "mins": "minute", "minute": "minute", "minutes": "minute", "h": "hour", "hr": "hour", "hrs": "hour",
+    "hour": "hour", "hours": "hour", "d": "day", "day": "day", "days": "day", "week": "week", "weeks": "week",
+    "month": "month", "months": "month", "year": "year", "years": "year", "yr": "year",
+    "b": "byte", "byte": "byte", "bytes": "byte", "kb": "kilobyte", "mb": "megabyte", "gb": "gigabyte",
+    "tb": "terabyte", "pb": "petabyte", "kib": "kibibyte", "mib": "mebibyte", "gib": "gibibyte",
+    "tib": "tebibyte", "qps": "1/second", "rps": "1/second", "tps": "1/second", "iops": "1/second",
+    "ops": "1/second", "kbps": "kilobit/second", "mbps": "megabit/second", "gbps": "gigabit/second",
 }
-BYTES = {"b": 1, "byte": 1, "bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "pb": 1e15,
-         "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
 UNIT = re.compile(
-    r"^(?:%|x\b|×)|^\s?(ns|µs|us|ms|secs?\b|seconds?|s\b|mins?\b|minutes?|hrs?\b|hours?|h\b|days?|d\b|weeks?|"
+    r"^(?:%|x\b|×)|^[\s-]?(ns|µs|us|ms|secs?\b|seconds?|s\b|mins?\b|minutes?|hrs?\b|hours?|h\b|days?|d\b|weeks?|"
     r"months?|years?|yr\b|bytes?|[KMGTP]i?B\b|B\b|qps|rps|tps|iops|ops\b|[KMG]bps)",
     re.I,
 )
@@ -38,20 +51,30 @@ COUNT_NOUN = (
     r"shards?|messages?|events?|writes?|reads?|inserts?|updates?|claims?|heartbeats?|leases?|items?|"
     r"users?|keys?|attempts?|instances?|machines?|servers?|pods?|threads?|processes|slots?|batch(?:es)?|"
     r"tasks?|dispatch(?:es)?|fires?|timers?|entries|entry|records?|pages?|calls?|pollers?|locks?|"
-    r"firings?|tokens?|hosts?|boxes|dead tuples|fire times"
+    r"firings?|tokens?|hosts?|boxes|dead tuples|fire times|starts?|running"
 )
-NOUN_AFTER = re.compile(rf"^\s?(?:[\w-]+\s)?({COUNT_NOUN})\b", re.I)
+NOUN_AFTER = re.compile(rf"^\s?([\w-]+\s)?({COUNT_NOUN})\b", re.I)
 RATE = re.compile(
-    r"^\s?(?:/\s?|per\s|an?\s|each\s)(s|sec|second|min|minute|h|hr|hour|d|day|week|month|year)\b", re.I
-)
+    r"^\s?(?:/\s?|per\s(\d+\s)?|an?\s|each\s)(s|sec|second|min|minute|h|hr|hour|d|days?|weeks?|months?|years?)\b",
+    re.I,
+)  # "/s", "a day", "per 30 days"
 RESULT_MARKER = re.compile(
-    r"≈|~|=|→|->|=>|⇒|\bso\b|\bthat'?s\b|\bthat is\b|\bgives?\b|\bgiving\b|\bmeans?\b|\bwhich is\b|"
+    # "~" alone is "about" ("~940 workers"); only a free-standing "~" is a result marker. "mean" is an average.
+    r"≈|\s~\s|=|→|->|=>|⇒|\bso\b|\bthat'?s\b|\bthat is\b|\bgives?\b|\bgiving\b|\bmeans\b|\bwhich is\b|"
     r"\bi\.e\.|\bcomes? to\b|\btotal(?:s|ling)?\b|\bis (?:about|roughly|around|approximately|under|over)\b|"
     r"\bor about\b|\bequals?\b|\bworks out\b|\bhence\b|\btherefore\b|\bneeding\b|\bresult",
     re.I,
 )
-OPERATOR = re.compile(r"^\s*(×|\*|x|/|÷|divided by|times)\s*$", re.I)
-# A checkable calculation may be rounded and padded for headroom; more than this far off is wrong.
+# "StartToCloseTimeout = 6 h": a setting, not a result. "(600/s → 24/s)" after "batch": a change, not a result.
+ASSIGNMENT = re.compile(r"\b[A-Za-z]+(?:[A-Z_][A-Za-z_]*)+\s*[:=]\s*$|\b[a-z]+_[a-z_]+\s*=")
+ARROW = re.compile(r"→|->|=>|⇒")
+CHANGE = re.compile(r"\b(batch\w*|reduc\w*|cuts?|drops?|lowers?|instead of|down to|from \S+ to|saves?|shrinks?)\b",
+                    re.I)
+RESULT_HEDGE = re.compile(r"[\s~≈:]*((about|roughly|around|approximately|only|just|under|over|some|nearly|"
+                          r"almost|at most|at least|a|an)\s+)*[\s~≈]*", re.I)
+OPERATOR = re.compile(r"^[\s,]*\(?\s*(×|\*|x|/|÷|divided by|times)\s*\(?\s*$", re.I)
+DIVIDE = ("/", "÷", "divided by")
+# A calculation may be rounded and padded for headroom; more than this far off is wrong.
 TOLERANCE = 0.5
 
 DIMENSIONS: dict[str, re.Pattern[str]] = {
@@ -65,15 +88,57 @@ DIMENSIONS: dict[str, re.Pattern[str]] = {
 }
 
 
+# Only the units a scale estimate uses. pint's default registry makes a bit dimensionless, so "7 workers"
+# could pass for bytes; here information is a dimension of its own.
+UNIT_DEFINITIONS = """
+nano- = 1e-9 = n
+micro- = 1e-6 = u
+milli- = 1e-3 = m
+kilo- = 1e3 = k
+mega- = 1e6 = M
+giga- = 1e9 = G
+tera- = 1e12 = T
+peta- = 1e15 = P
+kibi- = 2**10 = Ki
+mebi- = 2**20 = Mi
+gibi- = 2**30 = Gi
+tebi- = 2**40 = Ti
+second = [time] = s
+minute = 60 * second = min
+hour = 60 * minute = h
+day = 24 * hour = d
+week = 7 * day
+year = 365.25 * day = yr
+month = year / 12
+bit = [information]
+byte = 8 * bit = B
+"""
+
+
+@lru_cache(maxsize=1)
+def units() -> pint.UnitRegistry:
+    registry = pint.UnitRegistry(None)
+    for definition in UNIT_DEFINITIONS.strip().splitlines():
+        registry.define(definition)
+    return registry
+
+
 @dataclass(frozen=True)
 class Quantity:
     start: int
     end: int
-    value: float  # number × magnitude × byte factor
-    per_second: float | None  # rates: value per second; durations: value in seconds
-    has_unit: bool
-    is_rate: bool
+    amount: pint.Quantity  # the number in its unit: 50k/min is 50,000 / minute; "10M jobs" is 1e7, a count
+    has_unit: bool  # a unit or a counted noun: "10M jobs", "30 s"; a bare "3" has none
     is_multiplier: bool  # "10x", "3×": a factor, not an estimate of anything
+    noun: str = ""  # what is counted, singular: "job" of "10M jobs", "execution" of "50k executions/min"
+
+    @property
+    def is_bytes(self) -> bool:
+        return _is_bytes(self.amount)
+
+
+def _is_bytes(amount: pint.Quantity) -> bool:
+    return amount.dimensionality == units().Quantity(1, "byte").dimensionality
 
 
 @dataclass(frozen=True)
@@ -81,9 +146,11 @@ class Calculation:
     evidence: Evidence
     dimensions: frozenset[str]
     checks_out: bool
+    correction: str = ""  # for a wrong step: what it should have been
 
 
 def quantities(text: str) -> list[Quantity]:
+    registry = units()
     found = []
     for match in NUMBER.finditer(text):
         value = float(match.group(1).replace(",", ""))
@@ -92,33 +159,32 @@ def quantities(text: str) -> list[Quantity]:
         magnitude = MAGNITUDE.match(tail)
         has_unit = False
         if magnitude:
-            value *= MAGNITUDES[magnitude.group(1) or magnitude.group(2)]
+            value *= MAGNITUDES[magnitude.group(1) or magnitude.group(2) or magnitude.group(3)]
             end += magnitude.end()
             tail = text[end:end + 40]
             has_unit = True
-        per_second = None
+        amount = registry.Quantity(value)
         unit = UNIT.match(tail)
         is_multiplier = bool(unit) and unit.group(1) is None and not tail.startswith("%")
         if unit:
-            word = unit.group(1) or ""
             has_unit = True
-            if word.lower() in BYTES:
-                value *= BYTES[word.lower()]
-            elif word in SECONDS or word.lower() in SECONDS:
-                per_second = value * SECONDS[word.lower()]
+            word = (unit.group(1) or "").lower()
+            if word in PINT_UNITS:
+                amount = registry.Quantity(value, PINT_UNITS[word])
             end += unit.end()
-        else:
+        noun_word = ""
+        if not unit:
             noun = NOUN_AFTER.match(tail)
             if noun:
                 has_unit = True
                 end += noun.end()
+                noun_word = ((noun.group(1) or "") + noun.group(2)).lower().rstrip("s")  # "skipped rows" ≠ "rows"
         rate = RATE.match(text[end:end + 20])
-        is_rate = rate is not None
         if rate:
             has_unit = True
-            per_second = value / SECONDS[rate.group(1).lower()]
+            amount = amount / registry.Quantity(float(rate.group(1) or 1), PINT_UNITS[rate.group(2).lower()])
             end += rate.end()
-        found.append(Quantity(match.start(), end, value, per_second, has_unit, is_rate, is_multiplier))
+        found.append(Quantity(match.start(), end, amount, has_unit, is_multiplier, noun_word))
     return found
 
 
@@ -126,32 +192,188 @@ def _close(a: float, b: float) -> bool:
     return a == b or (max(abs(a), abs(b)) > 0 and abs(a - b) / max(abs(a), abs(b)) <= TOLERANCE)
 
 
-def _checks_out(text: str, qs: list[Quantity], result_index: int) -> bool:
-    """False only when a simple, checkable calculation is clearly wrong; anything else is given the benefit."""
-    result = qs[result_index]
-    if result_index >= 2:
-        a, b = qs[result_index - 2], qs[result_index - 1]
-        op = OPERATOR.match(text[a.end:b.start])
-        if op and RESULT_MARKER.search(text[b.end:result.start]):
-            symbol = op.group(1).lower()
-            if symbol in ("/", "÷", "divided by"):
-                candidates = [a.value / b.value] if b.value else []
-            else:
-                candidates = [a.value * b.value]
-            if a.per_second is not None and b.per_second is not None:
-                candidates.append(a.per_second * b.per_second if symbol not in ("/", "÷", "divided by")
-                                  else a.per_second / b.per_second if b.per_second else 0)
-            targets = [result.value] + ([result.per_second] if result.per_second is not None else [])
-            return any(_close(c, t) for c in candidates for t in targets) if candidates else True
-    before = qs[result_index - 1]
-    between = text[before.end:result.start]
-    if before.is_rate and result.is_rate and re.fullmatch(r"\s*(≈|~|=|→|->|is|is about|is ~|or)\s*~?\s*", between):
-        return _close(before.per_second or 0, result.per_second or 0)
-    return True
+def _joined_by_operator(text: str, left: Quantity, right: Quantity) -> str | None:
+    """The operator between two quantities ("×" of "3×" included), or None."""
+    if left.is_multiplier and not text[left.end:right.start].strip():
+        return "×"
+    op = OPERATOR.match(text[left.end:right.start])
+    return op.group(1).lower() if op else None
 
 
-def find_calculation(text: str) -> tuple[int, bool] | None:
-    """(index of the derived quantity, whether it checks out) for the first derivation in ``text``."""
+def _expression(text: str, qs: list[Quantity], first: int, last: int) -> pint.Quantity:
+    value = qs[first].amount
+    for index in range(first + 1, last + 1):
+        op = _joined_by_operator(text, qs[index - 1], qs[index])
+        value = value / qs[index].amount if op in DIVIDE else value * qs[index].amount
+    return value
+
+
+def _runs(text: str, qs: list[Quantity]) -> list[tuple[int, int]]:
+    """Maximal runs of quantities joined by operators: "50,000 × 60", "750/s × 8 s", "3M/s"."""
+    runs, start = [], 0
+    for index in range(1, len(qs) + 1):
+        if index == len(qs) or _joined_by_operator(text, qs[index - 1], qs[index]) is None:
+            runs.append((start, index - 1))
+            start = index
+    return runs
+
+
+def _show(amount: pint.Quantity, unit: pint.Unit | None = None) -> str:
+    if amount.dimensionless:
+        return f"{amount.magnitude:,.3g}"
+    if _is_bytes(amount) or unit is None:
+        return f"{amount.to_compact():~.3gP}"
+    return f"{amount.to(unit):~,.3gP}"
+
+
+def _converted_by_hand(qs: list[Quantity], run: tuple[int, int], target: pint.Quantity, left: pint.Quantity) -> bool:
+    """"45,000/min ÷ 60 = 750/s": the candidate did the unit conversion with a bare factor, and got it right."""
+    bare = any(not qs[i].has_unit for i in range(run[0] + 1, run[1] + 1))
+    return bare and _close(left.magnitude, target.magnitude)
+
+
+def _comparable(text: str, qs: list[Quantity], left: tuple[int, int], target: pint.Quantity) -> bool:
+    """Same dimension; and counts (all dimensionless) only when the left side multiplies: "3 × 400 = 1,200"."""
+    same = _expression(text, qs, *left).dimensionality == target.dimensionality
+    return same and (left[1] > left[0] or not target.dimensionless)
+
+
+def _stated_elsewhere(text: str, qs: list[Quantity], runs: list[tuple[int, int]], run: tuple[int, int],
+                      target: pint.Quantity) -> bool:
+    """"1,500/s → ~94/s (940 workers / 10 s)": the result is another expression of the sentence."""
+    for other in runs:
+        value = _expression(text, qs, *other)
+        if other != run and other[1] > other[0] and value.dimensionality == target.dimensionality and \
+                _close(value.to(target.units).magnitude, target.magnitude):
+            return True
+    return False
+
+
+def _is_result_chained(text: str, qs: list[Quantity], run: tuple[int, int]) -> bool:
+    following = run[1] + 1
+    return following < len(qs) and _is_result(text[qs[run[1]].end:qs[following].start])
+
+
+def _is_result(gap: str) -> bool:
+    """The number after ``gap`` is a result: a marker right before it ("→ 400/s", "that is about 5"),
+    not an input that follows a marker ("so at 200/s per worker")."""
+    markers = list(RESULT_MARKER.finditer(gap))
+    return bool(markers) and bool(RESULT_HEDGE.fullmatch(gap[markers[-1].end():]))
+
+
+def check_steps(text: str, qs: list[Quantity]) -> tuple[bool, str, bool]:
+    """Every result of the sentence against what comes before it, with pint.
+
+    (no step is wrong, the first correction, some step was verified).
+
+    A result holds when it follows from the expression right before it (directly, by a bare
+    conversion factor, or through one other number of the sentence: "6,000 running; at 30 per
+    worker → 200 workers"), or is the sum of earlier figures, or another expression of the sentence
+    gives it. It is wrong when it contradicts something it can be compared with: the nearest earlier
+    figure of its dimension ("50k/min = 50,000 × 60 = 3M/s" is checked against 50k/min), or bytes
+    derived from nothing that is bytes ("7 workers, which is 3 TB"). Otherwise it is given the benefit.
+    """
+    runs = _runs(text, qs)
+    change = bool(CHANGE.search(text))
+    verified = False
+    chain: list[tuple[int, int]] = []
+    for index, (previous, run) in enumerate(pairwise(runs)):
+        gap = text[qs[previous[1]].end:qs[run[0]].start]
+        if not _is_result(gap) or ASSIGNMENT.search(gap) or (change and ARROW.search(gap)):
+            chain = []
+            continue
+        lefts = (chain or [previous])[:]
+        chain = lefts + [run]
+        right = qs[run[0]]
+        if run[1] > run[0] or _is_result_chained(text, qs, run) and not _comparable(text, qs, lefts[-1], right.amount):
+            continue  # an expression or an input ("1 KB per job, so 10M jobs = 10 GB"): the next result checks it
+        if not right.has_unit and not any(qs[i].has_unit for left in lefts for i in range(left[0], left[1] + 1)):
+            continue
+        verdict, holds = _judge(text, qs, runs[:index + 1], lefts, run)
+        if verdict:
+            return False, verdict, verified
+        verified = verified or holds
+    return True, "", verified
+
+
+def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts: list[tuple[int, int]],
+           run: tuple[int, int]) -> tuple[str, bool]:
+    """(the correction for the result at ``run`` or "", whether it was verified) for one step."""
+    right = qs[run[0]]
+    target = right.amount
+    nearest = lefts[-1]
+    value = _expression(text, qs, *nearest)
+    used = {i for each in lefts for i in range(each[0], each[1] + 1)} | {run[0]}
+    # Inputs come before their result; a figure after it ("..., plus 15,000 running / 10 s") is another step.
+    others = [q.amount for i, q in enumerate(qs[:run[0]]) if i not in used and q.has_unit and not q.is_multiplier]
+    others += [_expression(text, qs, *each) for each in lefts[:-1]]
+    through, through_correction = _through_one_more(value, right, others)
+    if target.dimensionless:
+        through_correction = ""  # counts of different things ("plain-write equivalents") do not contradict
+    comparable = [left for left in reversed(lefts) if _comparable(text, qs, left, target)]
+    direct = bool(comparable) and comparable[0] == nearest
+    holds = (
+        (direct and _close(value.to(target.units).magnitude, target.magnitude))
+        or _converted_by_hand(qs, nearest, target, value)
+        or through
+        # "400 × 3 (claim, start, finish) = 1,200/s": the units were left off, the number is right.
+        or (not direct and value.dimensionless and _close(value.magnitude, target.magnitude))
+        or _stated_elsewhere(text, qs, earlier + [run], run, target)
+        or _sum_of_earlier(text, qs, earlier, target)
+        or _per_time_left_implicit(value, target)
+    )
+    if comparable and not direct and not _is_bytes(target) and not target.dimensionless:  # contradicted further back
+        far = _expression(text, qs, *comparable[0])
+        if not _close(far.to(target.units).magnitude, target.magnitude):
+            return _correction(text, qs, comparable[0], right, f"should be about {_show(far, target.units)}"), False
+    if holds:
+        return "", True
+    if direct:
+        return _correction(text, qs, nearest, right, f"should be about {_show(value, target.units)}"), False
+    if nearest[1] > nearest[0] and target.dimensionless:
+        # "3M/s ÷ 100 jobs per worker = 300 workers": an expression the result claims to be, in the writer's units
+        return _correction(text, qs, nearest, right, f"the expression gives {value.magnitude:,.3g}"), False
+    return (_correction(text, qs, nearest, right, through_correction) if through_correction else ""), False
+
+
+def _correction(text: str, qs: list[Quantity], left: tuple[int, int], right: Quantity, why: str) -> str:
+    return f"{text[qs[left[0]].start:qs[left[1]].end]} → {text[right.start:right.end].strip()}: {why}"
+
+
+def _per_time_left_implicit(value: pint.Quantity, target: pint.Quantity) -> bool:
+    """"72M × 300 B ≈ 21.6 GB/day": the "/day" of 72M rows/day was left implicit, the number is right."""
+    ratio = value / target
+    registry = units()
+    for unit in ("second", "minute", "hour", "day"):
+        for implicit in (registry.Quantity(1, unit), 1 / registry.Quantity(1, unit)):
+            if ratio.dimensionality == implicit.dimensionality and _close(ratio.to(implicit.units).magnitude, 1):
+                return True
+    return False
+
+
+def _sum_of_earlier(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], target: pint.Quantity) -> bool:
+    """"3,000/s, plus check-ins ≈ 667/s, so ~3,700/s": the result adds up earlier figures."""
+    values = [v for v in (_expression(text, qs, *r) for r in earlier) if v.dimensionality == target.dimensionality]
+    sums = [a + b for a, b in combinations(values, 2)] + [a + b + c for a, b, c in combinations(values, 3)]
+    return any(_close(total.to(target.units).magnitude, target.magnitude) for total in sums)
+
+
+def _through_one_more(left: pint.Quantity, right: Quantity, others: list[pint.Quantity]) -> tuple[bool, str]:
+    """Whether ``left`` ⇒ ``right`` holds through one other number of the sentence."""
+    target = right.amount
+    candidates = [c for o in others for c in (left * o, left / o, o / left)]
+    comparable = [c for c in candidates if c.dimensionality == target.dimensionality]
+    if any(_close(c.to(target.units).magnitude, target.magnitude) for c in comparable):
+        return True, ""
+    if comparable:
+        return False, f"should be about {_show(comparable[0], target.units)}"
+    if right.is_bytes and not _is_bytes(left):
+        return False, f"{_show(left)} is not an amount of bytes"
+    return False, ""  # nothing to compare with: the caller gives the benefit of the doubt
+
+
+def find_calculation(text: str) -> tuple[int, bool, str] | None:
+    """(index of the derived quantity, whether every step checks out, the correction) for ``text``."""
     qs = quantities(text)
     for j in range(1, len(qs)):
         earlier = qs[:j]
@@ -159,9 +381,13 @@ def find_calculation(text: str) -> tuple[int, bool] | None:
             continue
         if not RESULT_MARKER.search(text[earlier[0].end:qs[j].start]):
             continue
-        if any(q.value == qs[j].value for q in earlier):
+        if any(q.amount.magnitude == qs[j].amount.magnitude and q.amount.units == qs[j].amount.units
+               for q in earlier):
             continue  # restating a number is not deriving one
-        return j, _checks_out(text, qs, j)
+        holds, correction, verified = check_steps(text, qs)
+        if holds and not verified and all(q.amount.dimensionless for q in qs):
+            return None  # "4 shards; partition = hash(job_id) % 256": counts that nothing shows are derived
+        return j, holds, correction
     return None
 
 
@@ -185,10 +411,10 @@ def calculations(doc: Document) -> list[Calculation]:
         if hit is None or key in seen:
             continue
         seen.add(key)
-        index, ok = hit
+        index, ok, correction = hit
         derived = quantities(sentence)[index]
         dims = frozenset(name for name, p in DIMENSIONS.items() if p.search(sentence))
-        found.append(Calculation(Evidence.quote(line_of(derived.start), sentence), dims, ok))
+        found.append(Calculation(Evidence.quote(line_of(derived.start), sentence), dims, ok, correction))
     return found
 
 
@@ -212,7 +438,7 @@ ASSUMPTIONS_FOR_FULL = 3
 def derivations(doc: Document) -> Finding:
     found = calculations(doc)
     good = [c for c in found if c.checks_out]
-    missing = [f"does not check out, not counted: line {c.evidence.line}: {c.evidence.text}"
+    missing = [f"does not check out, not counted: line {c.evidence.line}: {c.evidence.text} ({c.correction})"
                for c in found if not c.checks_out]
     if len(good) < CALCULATIONS_FOR_FULL:
         missing.insert(0, f"{len(good)} of the {CALCULATIONS_FOR_FULL} derivations needed "
@@ -229,6 +455,41 @@ def dimensions(doc: Document) -> Finding:
     return Finding(fraction, evidence, [] if fraction == 1 else [f"no derivation about: {', '.join(absent)}"])
 
 
+# A sentence that qualifies its number is not restating the assumption: "peak", "at 10x", "per worker".
+QUALIFIED = re.compile(r"\b(peak|average|avg|mean|median|p\d\d|10\s?[x×]|growth|grow|next year|"
+                       r"per (?!(s|sec|second|min|minute|h|hr|hour|d|day|week|month|year)\b)\w+|each|at most|up to|"
+                       r"at least|today|later|"
+                       r"instead|headroom|retention|per day|daily|\d+\s?(days|weeks|months))\b", re.I)
+INCONSISTENT_FACTOR = 2.0
+
+
+def inconsistencies(doc: Document) -> list[str]:
+    """The same counted quantity stated with different values in sections 1 and 2 ("10M jobs" and "2M jobs").
+
+    Only the two sections where the scale is stated: later sections quote other systems' figures and 10x.
+    """
+    first: dict[tuple[str, str], tuple[int, str, float]] = {}
+    found = []
+    for unit in doc.section_units(1) + doc.section_units(2):
+        for _, sentence in sentences(unit.text):
+            if QUALIFIED.search(sentence):
+                continue
+            for q in quantities(sentence):
+                if not q.noun or q.is_multiplier:
+                    continue
+                key = (q.noun, str(q.amount.dimensionality))
+                value = q.amount.to_base_units().magnitude
+                if key not in first:
+                    first[key] = (unit.section or 0, sentence[q.start:q.end], value)
+                    continue
+                section, stated, earlier = first[key]
+                if section != (unit.section or 0) and earlier and value and \
+                        max(value, earlier) / min(value, earlier) > INCONSISTENT_FACTOR:
+                    found.append(f"stated differently: '{stated}' in section {section} and "
+                                 f"'{sentence[q.start:q.end]}' at line {unit.first_line}")
+    return found
+
+
 def assumptions(doc: Document) -> Finding:
     scoped = [u for u in doc.section_units(1) + doc.section_units(2) if u.kind != "heading"]
     stated = stated_quantities(scoped or doc.content_units())
@@ -240,8 +501,9 @@ def assumptions(doc: Document) -> Finding:
         by_unit.setdefault(id(unit), []).append(text)
     evidence = [Evidence.quote(unit.first_line, "; ".join(by_unit.pop(id(unit))))
                 for unit, _ in distinct.values() if id(unit) in by_unit]
-    if len(distinct) >= ASSUMPTIONS_FOR_FULL:
+    differing = inconsistencies(doc)
+    if len(distinct) >= ASSUMPTIONS_FOR_FULL and not differing:
         return Finding(1.0, evidence)
-    return Finding(0.5 if distinct else 0.0, evidence,
-                   [f"{len(distinct)} scale numbers with units stated before the design; "
-                    f"{ASSUMPTIONS_FOR_FULL} needed"])
+    short = [] if len(distinct) >= ASSUMPTIONS_FOR_FULL else [
+        f"{len(distinct)} scale numbers with units stated before the design; {ASSUMPTIONS_FOR_FULL} needed"]
+    return Finding(0.5 if distinct else 0.0, evidence, short + differing)

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.prompt import FloatPrompt
 from rich.table import Table
 
+from d2kit.scoring import calibration as calibration_set
 from d2kit.scoring import history as history_store
 from d2kit.scoring import round_report
 from d2kit.scoring.phase_timeline import picture
@@ -61,7 +62,8 @@ def _print_grade(grade: RoundGrade, console: Console, as_json: bool, as_md: bool
 
 
 def score(
-    attempt: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True, help="Your attempt-d2.md."),
+    attempt: Path | None = typer.Argument(None, exists=True, dir_okay=False, readable=True,
+                                          help="Your attempt-d2.md."),
     diagram: Path | None = typer.Option(None, "--diagram", help="Your Excalidraw scene (default: the attempt's "
                                         "name with .excalidraw). Graded from its shapes, labels and arrows; the PNG "
                                         "or SVG next to it is checked to be its export."),
@@ -69,13 +71,21 @@ def score(
     as_md: bool = typer.Option(False, "--md", help="Markdown output."),
     self_score: bool = typer.Option(False, "--self", help="Score yourself against the rubric first, then compare "
                                     "with the tool."),
-    record: bool = typer.Option(True, "--record/--no-record", help="Add this score to your history."),
+    record: bool | None = typer.Option(None, "--record/--no-record", help="Add this score to your history "
+                                       "(default), or with --calibration write rubric/calibration/results.json."),
+    calibration: bool = typer.Option(False, "--calibration", help="Score the calibration halves against their "
+                                     "bands: attempts in band, Spearman ρ, mean and worst error."),
 ) -> None:
     """Score a design attempt (Part 2) and its diagram (Part 3), with the evidence behind every point; Part 1
     from the practice record when there is one.
 
     An automatic score is a first pass; the rubric is the authority.
     """
+    if calibration:
+        _calibration(bool(record))
+        return
+    if attempt is None:
+        raise typer.BadParameter("give an attempt to score, or --calibration")
     if self_score and (as_json or as_md):
         raise typer.BadParameter("--self is interactive; use it without --json or --md")
     console = Console()
@@ -85,9 +95,17 @@ def score(
     if self_scores is not None:
         console.print(comparison_table(grade.document, self_scores))
         console.print(ANSWER_KEY_HINT)
-    if record:
+    if record is not False:
         history_store.record(grade, text=attempt.read_text(encoding="utf-8"), mode="self" if self_score else "score",
                              self_scores=self_scores)
+
+
+def _calibration(write: bool) -> None:
+    figures = calibration_set.measure_all()
+    for line in calibration_set.figures_lines(figures):
+        print(line)
+    if write:
+        print(f"Recorded in {calibration_set.record(figures)}")
 
 
 def practice(

@@ -39,17 +39,32 @@ TENANCY = pattern(r"multi-?tenan", r"noisy neighbo",
                   r"tenants?\b.{0,80}\b(isolat|fair|caps?\b|quota|share|limit|trust)",
                   r"(isolat|fair|caps?\b|quota|limit).{0,80}\btenants?\b", r"single (trusted )?(user|tenant)")
 
-LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout",
-                r"(worker|run|job|attempt)s?\b.{0,60}\btime ?outs?\b", r"\btime ?outs?\b.{0,60}\bworker")
+# The words practitioners use for the same mechanisms (SQS, Chubby, ZooKeeper, Raft, Cassandra, DynamoDB,
+# Quartz, Kubernetes CronJob, Kleppmann's fencing tokens), textbook or plain, so the mechanism earns the
+# point whatever it is called.
+TENANT = r"(tenant|customer|team|account|org(anization)?|client)s?"
+LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[- ]?ins?\b", r"keep[- ]?alive",
+                r"time[- ]limited (claim|lock|ownership|reservation)",
+                r"renew\w* (its |the |a )?(claim|lock|reservation|ownership)",
+                r"claims? (with|that has) (an? )?(expiry|ttl|deadline)",
+                r"(claim|lock|reservation|ownership|session)s? (expires?|runs? out|times? out|lapses?)",
+                r"(ephemeral (node|key)|session) .{0,40}(expir|ttl|alive)")
 LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
-FENCING = pattern(r"\bfenc", r"\bepoch (number|token)", r"monotonic(ally)?( increasing)? (token|counter|version)",
-                  r"lease (version|generation)", r"generation (number|token)")
+FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
+                  r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
+                  r"\bsequencer\b", r"\b(raft )?term number", r"(only|ever) (grows|increases|goes up)",
+                  r"\b(attempt|claim|ownership) (number|counter|version)\b.{0,80}\b(higher|greater|increment|bump|"
+                  r"older|lower|stale)",
+                  r"\bzxid")
 FENCE_CHECK = pattern(r"\bcheck", r"\bverif", r"\breject", r"\bcompar", r"\bguard", r"\bconditional",
                       r"where\b.{0,40}token", r"\bstale\b", r"\bolder\b", r"\bhigher\b", r"\brefus")
 WRITE_PATH = pattern(r"\bwrite", r"\bcommit", r"\bcomplet", r"\bstorage\b", r"\bsink\b", r"downstream",
                      r"side[- ]effect", r"\bledger", r"the job'?s own", r"\boutput", r"\bupdate")
 
+# "Jobs may check this token if they want; it is up to the job": a check nobody must make is a token nothing checks.
+OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30}\b(check|verif|compar|reject)",
+                         r"up to the (job|author|user|tenant)", r"if (it|they) (wants?|chooses?|likes?)")
 FIRE_TIME = r"(fire|scheduled|schedule|run|due|trigger)[_ ]?(time|at|minute|timestamp)\b"
 DOUBLE_FIRE_MECHANISM = pattern(
     # A uniqueness guarantee counts when it is on the fire time, not on any column pair.
@@ -58,29 +73,46 @@ DOUBLE_FIRE_MECHANISM = pattern(
     r"conditional (update|write|insert|put)", r"for update", r"skip locked", r"claim (row|the row)",
     r"optimistic (lock|concurrency)", r"advisory lock", r"leader (election|lease)", r"elect\w*.{0,20}\bleader",
     r"\bleader\b.{0,40}\belect", r"only the leader", r"\bpartition(ed)? ownership", r"consistent hash",
-    r"\bshard(ed)? ownership",
+    r"\bshard(ed)? ownership", r"compare[- ]and[- ]set", r"if not exists", r"lightweight transaction",
+    r"condition(al)? expression", r"\bif (generation|version|state|owner|holder)\s*=",
+    r"(slice|bucket|partition|shard|range)s? (owner|ownership)",
+    r"owns?\b.{0,20}\b(slice|bucket|partition|shard|range)s?\b", r"attribute_not_exists",
+    r"(one|a single) (owner|planner|dispatcher) (per|for each) (slice|bucket|partition|shard)",
 )
-REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each) schedulers?", r"more than one scheduler",
+REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other) (schedulers?|planners?|dispatchers?|"
+                   r"instances|coordinators?|owners?)", r"more than one (scheduler|planner|dispatcher|owner)",
                    r"both (replicas|schedulers)", r"\bby both\b", r"\btwice\b", r"double[- ]?(fire|dispatch|run)",
                    r"duplicate")
 WHY = pattern(r"because", r"\bso that\b", r"\bwhich means\b", r"rather than", r"instead of", r"\bif (a|the|one) "
               r"(replica|leader|scheduler)", r"whichever", r"however (it|many)", r"no matter", r"failover",
               r"\bwhy\b", r"failure profile", r"\bwithout\b")
 
-CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thundering herd",
+CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thundering herd", r"late[- ]start",
+                   r"\bstampede",
+                   r"starting[- ]?deadline", r"missed (\w+ )?(times?|minutes?|occurrences?|runs?)",
                    r"missed (run|fire|occurrence|tick|execution|job|time)", r"most recent (occurrence|run|fire)",
                    r"after (an? )?(outage|downtime)", r"fire times? (that )?(have |has )?passed",
                    r"(was|is|been) down for")
 PER_JOB_POLICY = pattern(r"per[- ]job", r"\bpolic(y|ies)\b", r"configurable", r"job'?s own", r"on the job",
+                         r"each job (has|chooses|picks|sets|carries|says|decides|declares)",
+                         r"\brule\b.{0,40}\b(per|each) job",
                          r"the (user|owner) (chooses|picks|decides|sets)")
 PACING = pattern(r"rate[- ]limit", r"\bpac(e|ed|ing)\b", r"admission", r"token bucket", r"\bspread", r"\bjitter",
                  r"throttl", r"drain(s|ed)? at", r"per second", r"/s\b")
 
-TENANT_CAPS = pattern(r"(per[- ]tenant|tenant).{0,40}\b(cap|limit|quota|max)", r"concurrency (cap|limit)",
-                      r"\bquotas?\b", r"max_running")
+TENANT_CAPS = pattern(rf"(per[- ]{TENANT}|{TENANT}).{{0,40}}\b(cap|limit|quota|max)", r"concurrency (cap|limit)",
+                      r"\bquotas?\b", rf"\b(cap|limit|maximum)s? (per|for each|on each) {TENANT}",
+                      rf"{TENANT}\W+(\w+\W+){{0,2}}(slots?|maximums?)\b",
+                      rf"{TENANT}\b.{{0,30}}\b(at most|no more than|up to) \d+\b.{{0,30}}\b"
+                      r"(running|at once|concurrent)")
 FAIR_QUEUING = pattern(r"fair[- ]?(queu|shar|schedul)", r"\bweighted\b", r"(shares?|claims?)\b.{0,30}\bby weight",
-                       r"round[- ]robin", r"\bdrr\b", r"deficit", r"fair(ly)? between tenants")
+                       r"round[- ]robin", r"\bdrr\b", r"deficit", rf"fair(ly)? between {TENANT}",
+                       rf"(take|serve|pick)s? {TENANT} in turn", rf"(one|each) queue per {TENANT}")
 DURATION_POOLS = pattern(r"(separate|dedicated|own) (worker )?pools?", r"pools? (by|for) (expected )?duration",
+                         r"long (jobs|runs) (only )?(run )?on (the )?(long|separate|dedicated|own)",
+                         r"(jobs|runs) longer than\b.{0,30}\b(own|separate|dedicated|long)\b.{0,20}"
+                         r"(machines|pool|workers|fleet|queue)",
+                         r"(separate|dedicated|own) (machines|fleet|queue) for (long|short)",
                          r"long[- ]running (pool|queue|workers)", r"(short|long) pool", r"\bbulkhead",
                          r"pools? of workers for")
 
@@ -106,11 +138,15 @@ STORAGE_NEXT = pattern(r"partition", r"\bshard", r"\bbatch", r"move (to|the)", r
                        r"split", r"separate (table|queue)", r"\bkafka\b", r"in-memory", r"timer wheel",
                        r"delay queue", r"next step", r"then we")
 
-ONE_CLOCK = pattern(r"(database|\bdb|postgres|server)'?s? (own )?(clock|now\(\)|time)", r"single clock",
-                    r"one clock", r"monotonic", r"elapsed time", r"clock_timestamp",
-                    r"never compare(s|d)? (wall )?clocks",
-                    r"same clock")
-SKEW = pattern(r"clock skew", r"\bskew", r"\bntp\b", r"\bdrift", r"wall[- ]clock", r"clocks? (disagree|differ)")
+ONE_CLOCK = pattern(r"(database|\bdb|postgres|server|store)'?s? (own )?(clock|now\(\)|time)", r"single clock",
+                    r"one clock", r"monotonic", r"elapsed time", r"\bstopwatch",
+                    r"never compare(s|d)? (wall )?(clocks|times?|timestamps?)", r"same clock",
+                    r"(on|by) (its|one|a single|the same) (own )?(machine|node)'?s? (clock|timer)",
+                    r"never compare a time", r"time(s|stamps?)? (written|taken) (by|on) (one|the same) (machine|node)",
+                    r"(decided|judged|measured|checked) (only )?(by|on) (the )?(store|database|db|server)\b",
+                    r"its own now\(\)", r"the only clock")
+SKEW = pattern(r"clock skew", r"\bskew", r"\bntp\b", r"\bdrift", r"wall[- ]clock",
+               r"clocks? (that )?(may |can |will )?(disagree|differ|drift)")
 
 
 def _deep_dive_first(doc: Document) -> list[Unit]:
@@ -130,18 +166,21 @@ def clarifications(doc: Document) -> Finding:
     else:
         scale = Finding(0.0, missing=["scale: no numbers with units in sections 1-2"])
     latency_question = "latency tolerance: is a job firing 30 s late a bug or a shrug?"
-    latency = component(units, LATENCY, latency_question, also=TIME_TARGET)
+    latency = component(units, LATENCY, latency_question, also=TIME_TARGET, deniable=False)
     if not latency.evidence:
-        latency = component(units, LATENCY, latency_question)
+        latency = component(units, LATENCY, latency_question, deniable=False)
         if latency.evidence:
             latency.fraction *= LIST_CREDIT
             latency.missing.append("latency tolerance: no start-delay target with a number")
     return combine([
         (0.2, scale),
-        (0.2, component(units, SEMANTICS, "delivery semantics: at-least-once or at-most-once?")),
+        (0.2, component(units, SEMANTICS, "delivery semantics: at-least-once or at-most-once?",
+                        deniable=False)),
         (0.2, latency),
-        (0.2, component(units, ORDERING, "ordering: do jobs of one tenant or one schedule need serialising?")),
-        (0.2, component(units, TENANCY, "multi-tenancy: isolation and fairness, or one trusted user?")),
+        (0.2, component(units, ORDERING, "ordering: do jobs of one tenant or one schedule need serialising?",
+                        deniable=False)),
+        (0.2, component(units, TENANCY, "multi-tenancy: isolation and fairness, or one trusted user?",
+                        deniable=False)),
     ])
 
 
@@ -160,7 +199,7 @@ def lease_fencing(doc: Document) -> Finding:
         (3 / 8, component(units, LEASE, "no worker lease or heartbeat that expires", also=LIVENESS)),
         (2 / 8, component(units, FENCING, "no fencing token per attempt")),
         (3 / 8, component(units, FENCING, "the fencing token is not checked on the job's write path or on completion",
-                          also=both(FENCE_CHECK, WRITE_PATH))),
+                          also=both(FENCE_CHECK, WRITE_PATH), unless=OPTIONAL_CHECK)),
     ])
 
 

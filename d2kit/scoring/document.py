@@ -23,7 +23,7 @@ FENCE = re.compile(r"^\s*(```|~~~)")
 NUMBERED_TITLE = re.compile(r"^(\d{1,2})\s*[.):]\s*(.*)$")
 BOLD_LEAD = re.compile(r"^\*\*(.+?)\*\*")
 # A sentence ends at . ; ! ? followed by space and a capital: "1.9k" and "e.g. x" do not end one.
-MIN_QUOTE_WORDS = 6
+LINE_END = re.compile(r"[.!?;)]\W{0,2}$")
 SENTENCE_BREAK = re.compile(r"(?<=[.;!?])\s+(?=[A-Z(*`\"'])")
 
 # How a heading without its number is recognised as one of the nine template sections.
@@ -77,8 +77,13 @@ class Unit:
         return self.kind == "row" and bool(self.header)
 
     @property
+    def written(self) -> bool:
+        """Text the author wrote as content: a paragraph, a list item or a table body row (not a heading)."""
+        return self.kind in ("paragraph", "item") or self.is_table_body
+
+    @property
     def prose(self) -> bool:
-        return self.kind in ("paragraph", "item") and is_prose(self.text)
+        return self.written and is_prose(self.text)
 
     def line_at(self, offset: int) -> Line:
         """The line holding character ``offset`` of ``text`` (lines are joined by one space)."""
@@ -100,15 +105,10 @@ class Unit:
         return " ".join(sentence for _, sentence in self.statements())
 
     def sentence_at(self, offset: int) -> str:
-        """The sentence of ``text`` around character ``offset``, with the next ones if it is only a label."""
+        """The sentence of ``text`` around character ``offset``: the one that earned the point, not a neighbour."""
         parts = sentences(self.text)
         index = max(i for i, (start, _) in enumerate(parts) if start <= offset)
-        quote = parts[index][1]
-        for _, following in parts[index + 1:]:
-            if word_count(quote) >= MIN_QUOTE_WORDS:
-                break
-            quote += " " + following
-        return quote.strip()
+        return parts[index][1].strip()
 
 
 @dataclass
@@ -206,6 +206,17 @@ def _cells(row: str) -> tuple[str, ...]:
     return tuple(strip_markup(c) for c in row.strip().strip("|").split("|"))
 
 
+def _one_per_line(unit: Unit) -> list[Unit]:
+    """A paragraph whose every line ends a sentence is one item per line, written without bullets.
+
+    Hard-wrapped prose breaks lines mid-sentence; a list written one item per line does not.
+    """
+    if unit.kind != "paragraph" or len(unit.lines) < 2 or \
+            not all(LINE_END.search(strip_markup(line.text)) for line in unit.lines):
+        return [unit]
+    return [Unit("paragraph", [line], unit.section) for line in unit.lines]
+
+
 def parse(text: str) -> Document:
     raw_lines = text.splitlines()
     lines = _remove_comments(raw_lines)
@@ -222,9 +233,10 @@ def parse(text: str) -> Document:
     def close() -> None:
         nonlocal open_unit
         if open_unit is not None:
-            units.append(open_unit)
-            if current_section in sections:
-                sections[current_section].units.append(open_unit)
+            for unit in _one_per_line(open_unit):
+                units.append(unit)
+                if current_section in sections:
+                    sections[current_section].units.append(unit)
         open_unit = None
 
     for index, text_line in enumerate(lines):

@@ -6,10 +6,16 @@ import re
 from dataclasses import dataclass, field
 
 from d2kit.scoring.document import Unit
+from d2kit.scoring.negation import affirmed
+from d2kit.scoring.prose import is_name_drop
 
 QUOTE_CHARS = 180
 # Evidence found only in a bare list, a fragment or a line of names earns at most this share.
 LIST_CREDIT = 0.5
+# A terse line that states a mechanism ("Claim sets token = nextval(seq), lease_until = now() + 30 s") says
+# more than a bare list, less than a sentence.
+TERSE_CREDIT = 0.75
+TERSE_WORDS = 8
 
 
 @dataclass(frozen=True)
@@ -19,13 +25,14 @@ class Evidence:
 
     @classmethod
     def of(cls, unit: Unit, pattern: re.Pattern[str] | None = None) -> Evidence:
-        """The sentence of ``unit`` where ``pattern`` matches, at the line where it matches."""
+        """The sentence of ``unit`` where ``pattern`` matches (affirmed first), at the line where it matches."""
         offset = 0
-        for start, sentence in unit.statements() if pattern else []:
-            match = pattern.search(sentence)
-            if match:
-                offset = start + match.start()
-                break
+        statements = unit.statements() if pattern else []
+        hits = [(start, affirmed(pattern, s)) for start, s in statements]
+        hits += [(start, pattern.search(s)) for start, s in statements]
+        first = next(((start, match) for start, match in hits if match), None)
+        if first:
+            offset = first[0] + first[1].start()
         return cls.quote(unit.line_at(offset).number, unit.sentence_at(offset))
 
     @classmethod
@@ -45,19 +52,29 @@ def credit(unit: Unit) -> float:
     """Full weight for a sentence (or a table row that says something), less for a fragment."""
     if unit.prose or (unit.is_table_body and unit.words >= 8):
         return 1.0
+    if unit.written and unit.words >= TERSE_WORDS and not is_name_drop(unit.text):
+        return TERSE_CREDIT
     return LIST_CREDIT
 
 
 def best_match(
-    units: list[Unit], pattern: re.Pattern[str], *, also: re.Pattern[str] | None = None
+    units: list[Unit], pattern: re.Pattern[str], *, also: re.Pattern[str] | None = None, deniable: bool = True,
+    unless: re.Pattern[str] | None = None,
 ) -> tuple[Unit, float] | None:
-    """The unit that matches ``pattern`` (and ``also``, if given) with the most credit, first wins ties."""
+    """The unit that affirms ``pattern`` (and matches ``also``, not ``unless``) with the most credit, first wins ties.
+
+    A mention the sentence denies ("there is no fencing token") does not match, unless ``deniable`` is off:
+    for a decision ("no job overlaps itself") the negation is the answer.
+    """
+    search = affirmed if deniable else lambda p, s: p.search(s)
     best: tuple[Unit, float] | None = None
     for unit in units:
         text = unit.statement_text
-        if unit.kind == "heading" or not pattern.search(text):
+        if unit.kind == "heading" or not any(search(pattern, sentence) for _, sentence in unit.statements()):
             continue
         if also is not None and not also.search(text):
+            continue
+        if unless is not None and unless.search(text):
             continue
         weight = credit(unit)
         if best is None or weight > best[1]:
@@ -68,10 +85,11 @@ def best_match(
 
 
 def component(
-    units: list[Unit], pattern: re.Pattern[str], missing: str, *, also: re.Pattern[str] | None = None
+    units: list[Unit], pattern: re.Pattern[str], missing: str, *, also: re.Pattern[str] | None = None,
+    deniable: bool = True, unless: re.Pattern[str] | None = None,
 ) -> Finding:
     """One part of a check: found (with its credit and evidence) or reported missing."""
-    match = best_match(units, pattern, also=also)
+    match = best_match(units, pattern, also=also, deniable=deniable, unless=unless)
     if match is None:
         return Finding(0.0, missing=[missing])
     unit, weight = match

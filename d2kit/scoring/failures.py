@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from d2kit.scoring.document import Document, Item, Unit, is_question, sentences, split_items
 from d2kit.scoring.evidence import Evidence, Finding, pattern
+from d2kit.scoring.negation import affirmed
 from d2kit.scoring.prose import word_count
 
 LEGS: dict[str, re.Pattern[str]] = {
@@ -48,7 +49,19 @@ LEGS: dict[str, re.Pattern[str]] = {
 LABEL = re.compile(
     r"(?:^|(?<=[\s.;(]))\W{0,3}(detect(?:ed|ion|s)?|contain(?:ed|ment|s)?|recover(?:ed|y|s)?)\b\W{0,3}[:—–-]\s*", re.I
 )
-MIN_LEG_WORDS = 4  # after a label: "Detection: yes" is not a leg
+# Column headings practitioners give the legs: "How we notice | How we limit the damage | How we get back".
+LEG_HEADERS: dict[str, re.Pattern[str]] = {
+    "detection": pattern(r"\bnotic", r"\bspot", r"\bsymptom", r"\bsignal", r"\balert", r"how we (know|see|find)",
+                         r"\bmonitor", r"\bobserv"),
+    "containment": pattern(r"limit(ing)? the (damage|blast)", r"blast radius", r"\bmitigat", r"\bprotect",
+                           r"\bisolat", r"\bprevent", r"\bsafeguard", r"keep (it|the damage) (small|local)"),
+    "recovery": pattern(r"get(ting)? back", r"\bheal", r"\brestor", r"\brepair", r"\bback to normal",
+                        r"\bresolution", r"\bfix\b", r"\bremed"),
+}
+# "Detection: not needed, since ...": a label followed by a refusal is no leg.
+NO_LEG = re.compile(r"^\W*(not (needed|required|applicable|possible|necessary)|none\b|nothing\b|n/?a\b|no need|"
+                    r"unnecessary|impossible|skipped)", re.I)
+MIN_LEG_WORDS = 3  # after a label: "Detection: yes" is not a leg
 MIN_SENTENCE_WORDS = 5
 
 # The failures the prompt names. Each is covered by an item whose title or text matches.
@@ -62,6 +75,18 @@ FAILURE_CLASSES: dict[str, re.Pattern[str]] = {
     "store failure": pattern(r"(database|\bdb\b|postgres|storage|primary|\bstore\b|queue|broker|kafka|redis)"
                              r".{0,40}\b(fail|down|crash|outage|unavailable|dies|died|lost)", r"failover"),
 }
+
+# The criterion's full mark is about the failures the prompt names; a complete analysis of another one
+# (a disk filling up, a job exiting non-zero) is worth half.
+NOISY_TENANT = pattern(r"(noisy|heavy|greedy|abusive|one|single|long)\W+(\w+\W+){0,2}(tenant|customer|team)",
+                       r"\b(tenant|customer|team)s?\b.{0,40}\b(starv|flood|hog|pins?)")
+OFF_PROMPT_SHARE = 0.5
+
+
+def _names_a_prompt_failure(item: FailureItem) -> bool:
+    text = item.title + " " + item.text
+    return any(p.search(text) for p in FAILURE_CLASSES.values()) or bool(NOISY_TENANT.search(text))
+
 
 # Items that need all three legs for full credit, and the share two-leg items can earn at most.
 ITEMS_FOR_FULL = 4
@@ -88,12 +113,19 @@ def _leg_of(label: str) -> str:
     return {"d": "detection", "c": "containment", "r": "recovery"}[label[0].lower()]
 
 
+def _header_leg(header: str) -> str | None:
+    label = LABEL.match(header + ":")
+    if label:
+        return _leg_of(label.group(1))
+    return next((leg for leg, words in LEG_HEADERS.items() if words.search(header)), None)
+
+
 def _legs_in_unit(unit: Unit, found: dict[str, Evidence]) -> None:
-    if unit.is_table_body:
-        for header, cell in zip(unit.header, unit.cells, strict=False):
-            label = LABEL.match(header + ":")
-            if label and word_count(cell) >= 3:
-                found.setdefault(_leg_of(label.group(1)), Evidence.of(unit))
+    header_legs = [_header_leg(h) for h in unit.header] if unit.is_table_body else []
+    if any(header_legs):  # a table whose columns are the legs, in whatever words
+        for leg, cell in zip(header_legs, unit.cells, strict=False):
+            if leg and word_count(cell) >= 3:
+                found.setdefault(leg, Evidence.quote(unit.first_line, cell))
         return
     text = unit.text
     labels = list(LABEL.finditer(text))
@@ -102,14 +134,15 @@ def _legs_in_unit(unit: Unit, found: dict[str, Evidence]) -> None:
         segment = text[start:end]
         label = LABEL.match(segment)
         if label:
-            if word_count(segment[label.end():]) >= MIN_LEG_WORDS:
+            leg_text = segment[label.end():]
+            if word_count(leg_text) >= MIN_LEG_WORDS and not NO_LEG.match(leg_text):
                 found.setdefault(_leg_of(label.group(1)), Evidence.of(unit, re.compile(re.escape(label.group(1)))))
             continue
         for _, sentence in sentences(segment):
             if word_count(sentence) < MIN_SENTENCE_WORDS or is_question(sentence):
                 continue
             for leg, leg_pattern in LEGS.items():
-                if leg not in found and leg_pattern.search(sentence):
+                if leg not in found and affirmed(leg_pattern, sentence):  # "cannot take over" recovers nothing
                     found[leg] = Evidence.of(unit, leg_pattern)
 
 
@@ -131,7 +164,9 @@ def triads(doc: Document) -> Finding:
         return Finding(0.0, missing=["Section 7 (failure and recovery) has no failures to analyse."])
     complete = [i for i in items if i.complete]
     two_legged = [i for i in items if len(i.legs) == 2]
-    fraction = min(ITEMS_FOR_FULL, len(complete)) / ITEMS_FOR_FULL
+    off_prompt = [i for i in complete if not _names_a_prompt_failure(i)]
+    counted = len(complete) - (1 - OFF_PROMPT_SHARE) * len(off_prompt)
+    fraction = min(ITEMS_FOR_FULL, counted) / ITEMS_FOR_FULL
     fraction += min(TWO_LEG_CAP, TWO_LEG_SHARE * len(two_legged))
     def tag(item: FailureItem) -> str:
         return item.title if item.complete else f"{item.title}, two legs of three"
@@ -142,6 +177,9 @@ def triads(doc: Document) -> Finding:
                for i in items if not i.complete]
     if len(complete) < ITEMS_FOR_FULL:
         missing.insert(0, f"{len(complete)} of the {ITEMS_FOR_FULL} failures needed have all three legs.")
+    if off_prompt and counted < ITEMS_FOR_FULL:
+        missing.append("not a failure the prompt names (worker, partition, scheduler, store, noisy tenant), half "
+                       "credit: " + ", ".join(f"'{i.title}'" for i in off_prompt))
     return Finding(round(min(1.0, fraction), 4), evidence, missing)
 
 

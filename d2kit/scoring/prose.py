@@ -38,7 +38,8 @@ REASON = re.compile(
     r"\b(because|since|would|wouldn't|costs?|instead|so that|so we|which means|at the cost|means|"
     r"requires?|needs?|cannot|can't|can not|forces?|loses?|lose|risks?|adds?|breaks?|too \w+|"
     r"expensive|overkill|doesn't|does not|won't|harder|slower|worse|without|only if|unless|"
-    r"given that|the price|otherwise|why|needed|unnecessary|simpler|enough)\b",
+    r"given that|the price|otherwise|why|needed|unnecessary|simpler|enough|so|lost|gap|pins?|starves?|"
+    r"no (\w+[- ])?(lease|fencing|ordering|guarantee|support|way))\b",
     re.I,
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -61,8 +61,12 @@ def render_rich(report: ScoreReport, console: Console) -> None:
                            f"{_points(check.points)}/{_points(check.max_points)}",
                            ", ".join(_where(e) for e in check.evidence) or "—")
     console.print(follow_ups)
-    console.print(Panel(Text(f"Total: {_points(report.total)} / {_points(report.max_total)}", style="bold"),
-                        title=report.attempt, border_style="bold"))
+    if report.pasted:
+        console.print(Panel("\n".join(f"{_where(e)}: {e.text}" for e in report.pasted),
+                            title="Copied from the kit's own texts: not scored", border_style="red"))
+    parts = [Text(f"Total: {_points(report.total)} / {_points(report.max_total)}", style="bold"),
+             Text(report.accuracy, style="dim")]
+    console.print(Panel(Group(*parts), title=report.attempt, border_style="bold"))
 
 
 def _md_cell(text: str) -> str:
@@ -70,8 +74,8 @@ def _md_cell(text: str) -> str:
 
 
 def render_markdown(report: ScoreReport) -> str:
-    out = [f"# Score: {report.attempt}", "", f"**Total: {_points(report.total)} / {_points(report.max_total)}**",
-           "", f"> {report.notice}", ""]
+    out = [f"# Score: {report.attempt}", "", f"**Total: {_points(report.total)} / {_points(report.max_total)}** "
+           f"({report.accuracy})", "", f"> {report.notice}", ""]
     for criterion in report.criteria:
         out += [f"## {criterion.rank}. {criterion.title} — {_points(criterion.points)} / "
                 f"{_points(criterion.max_points)}", ""]
@@ -86,6 +90,9 @@ def render_markdown(report: ScoreReport) -> str:
         lines = ", ".join(_where(e) for e in check.evidence) or "—"
         out.append(f"| {check.follow_up} | {_md_cell(check.title.split(': ', 1)[-1])} | {PRE_EMPTED[check.level]} | "
                    f"{_points(check.points)}/{_points(check.max_points)} | {lines} |")
+    if report.pasted:
+        out += ["", "## Copied from the kit's own texts: not scored", ""]
+        out += [f"- {_where(e)}: {e.text}" for e in report.pasted]
     return "\n".join(out) + "\n"
 
 

@@ -6,7 +6,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from d2kit.scoring import altitude, arithmetic, concepts, failures, tradeoffs
+from d2kit.scoring import (
+    altitude,
+    arithmetic,
+    concepts,
+    contradictions,
+    failures,
+    pasted,
+    redaction,
+    tradeoffs,
+    wrong_answers,
+)
+from d2kit.scoring.calibration import accuracy_line
 from d2kit.scoring.document import Document, parse
 from d2kit.scoring.evidence import Evidence, Finding
 from d2kit.scoring.rubric import DesignRubric, load_design_rubric
@@ -33,6 +44,13 @@ DETECTORS: dict[str, Callable[[Document], Finding]] = {
     "storage_limits": concepts.storage_limits,
     "clocks": concepts.clocks,
 }
+
+
+@dataclass(frozen=True)
+class Flaws:
+    """What the attempt gets wrong, found once and charged to the checks it spoils."""
+    wrong_answers: list[wrong_answers.Charge]
+    contradictions: list[contradictions.Contradiction]
 
 
 @dataclass
@@ -71,7 +89,9 @@ class ScoreReport:
     attempt: str
     criteria: list[CriterionScore]
     notice: str
+    accuracy: str = ""  # the recorded held-out error: what the total is worth
     max_total: float = 100
+    pasted: list[Evidence] = field(default_factory=list)  # sentences copied from the kit's texts: not scored
     extra: dict = field(default_factory=dict)
 
     @property
@@ -87,6 +107,7 @@ class ScoreReport:
             "total": self.total,
             "max_total": self.max_total,
             "notice": self.notice,
+            "accuracy": self.accuracy,
             "criteria": [
                 {"id": c.id, "rank": c.rank, "title": c.title, "points": c.points, "max_points": c.max_points,
                  "checks": [_check_dict(k) for k in c.checks]}
@@ -97,6 +118,7 @@ class ScoreReport:
                  "max_points": k.max_points, "lines": [e.line for e in k.evidence if e.line]}
                 for k in self.follow_ups()
             ],
+            "pasted": [asdict(e) for e in self.pasted],
             **self.extra,
         }
 
@@ -107,28 +129,38 @@ def _check_dict(check: CheckScore) -> dict:
             "missing": check.missing, "why": check.why}
 
 
-def _score_check(doc: Document, check_id: str, title: str, max_points: float, why: str,
-                 follow_up: int | None = None) -> CheckScore:
-    finding = DETECTORS[check_id](doc)
+def _score_check(doc: Document, flaws: Flaws, check_id: str, title: str, max_points: float,
+                 why: str, follow_up: int | None = None) -> CheckScore:
+    finding = wrong_answers.charge(check_id, DETECTORS[check_id](doc), flaws.wrong_answers)
+    finding = contradictions.charge(check_id, finding, flaws.contradictions)
     points = round(finding.fraction * max_points, 1)
     return CheckScore(check_id, title, points, max_points, finding.evidence,
                       finding.missing if points < max_points else [], why, follow_up)
 
 
-def score_text(text: str, *, attempt: str = "<text>", rubric: DesignRubric | None = None) -> ScoreReport:
+def score_text(text: str, *, attempt: str = "<text>",
+               rubric: DesignRubric | None = None, not_copied_from: frozenset[str] = frozenset()) -> ScoreReport:
+    """``not_copied_from`` names kit texts (pasted.SOURCES) that ``text`` is the original of, not a copy."""
     rubric = rubric or load_design_rubric()
-    doc = parse(text)
+    kit_texts = pasted.originals(not_copied_from)
+    own_text, copied = redaction.remove_sentences(text, kit_texts.is_copied)
+    doc = parse(own_text)
+    flaws = Flaws(wrong_answers.charges(doc), contradictions.find(doc))
+    # A wrong answer costs its check's points and earns nothing anywhere else.
+    doc = parse(redaction.remove_sentences(own_text, lambda s: any(c.covers(s) for c in flaws.wrong_answers))[0])
     criteria = []
     for criterion in rubric.criteria:
-        checks = [_score_check(doc, k.id, k.title, k.points, k.why) for k in criterion.checks]
-        checks += [_score_check(doc, f.id, f"Follow-up {f.number}: {f.topic}", f.points, f.probe, f.number)
+        checks = [_score_check(doc, flaws, k.id, k.title, k.points, k.why) for k in criterion.checks]
+        checks += [_score_check(doc, flaws, f.id, f"Follow-up {f.number}: {f.topic}", f.points, f.probe, f.number)
                    for f in rubric.follow_ups_for(criterion.id)]
         criteria.append(CriterionScore(criterion.id, criterion.rank, criterion.title, criterion.points, checks))
     return ScoreReport(
         attempt=attempt,
         criteria=criteria,
         notice=" ".join(rubric.authority.split()),
+        accuracy=accuracy_line(),
         max_total=rubric.total_points(),
+        pasted=copied,
     )
 
 

@@ -8,14 +8,41 @@ under the heading is the anti-pattern section 9 exists to expose.
 
 from __future__ import annotations
 
-from d2kit.scoring.document import Document, split_items
-from d2kit.scoring.evidence import Evidence, Finding
+import re
+
+from d2kit.scoring.document import Document, Item, Unit, split_items
+from d2kit.scoring.evidence import Evidence, Finding, pattern
 from d2kit.scoring.prose import REASON, is_prose
 
 REJECTIONS_FOR_FULL = 3
 MIN_REJECTION_WORDS = 10
+TERSE_SHARE = 2 / 3
+# An alternative to the API's format is plumbing ("GraphQL", "offset pagination"); the prompt is lost by spending
+# the time there. A rejection of one earns half unless it also touches a part that can fail.
+PLUMBING = pattern(r"graphql", r"\bgrpc\b", r"\brest(ful)?\b", r"\bxml\b", r"\bjson\b", r"\bsoap\b",
+                   r"paginat", r"\bsdk\b", r"openapi", r"swagger", r"\bui\b", r"front[- ]?end", r"oauth", r"\bjwt",
+                   r"api (key|version)")
+LOAD_BEARING = pattern(r"\bstor(e|age)\b", r"database", r"\bqueue", r"\blease", r"\bleader", r"schedul", r"worker",
+                       r"dispatch", r"partition", r"\block", r"consensus", r"\bclock", r"\bfenc", r"duplicate",
+                       r"exactly[- ]once", r"at[- ]least[- ]once", r"fail ?over", r"replica")
+PLUMBING_SHARE = 0.5  # a reason written as a fragment ("failover gap, still needs fencing") is still a reason
+# The name of the alternative ends at its label: "etcd instead of ZooKeeper: considered" has no reason.
+TITLE_LABEL = re.compile(r"^.{1,80}?(?::|\s[—–]\s|\s-\s|\s\|\s)")
+# "Postgres: rejected because we use Postgres": a reason that says the alternative is in the design.
+SELF_USE = re.compile(r"\b(because|although|though|but|as|since)\b.{0,20}\bwe (already |also |still )?"
+                      r"(use|chose|picked|have|run)\b", re.I)
 NAMED_ONLY_SHARE = 1 / 15  # 1 point of 15 each
 NAMED_ONLY_CAP = 2 / 15
+
+
+def _after_title(unit: Unit, item: Item) -> str:
+    """The text of ``unit`` after the alternative's name, where its reason must be."""
+    if unit.is_table_body and len(unit.cells) > 1:  # the first column names it, the others say why
+        return " | ".join(unit.cells[1:])
+    if unit is not item.units[0]:
+        return unit.text
+    label = TITLE_LABEL.match(unit.text)
+    return unit.text[label.end():] if label else unit.text
 
 
 def rejections(doc: Document) -> Finding:
@@ -27,18 +54,31 @@ def rejections(doc: Document) -> Finding:
         return Finding(0.0, missing=["Section 9 is empty."])
     reasoned, named_only = [], []
     missing = []
+    credit = 0.0
     for item in items:
         has_sentence = any(u.prose or (u.is_table_body and u.words >= MIN_REJECTION_WORDS) for u in item.units)
-        reason_unit = next((u for u in item.units if REASON.search(u.text)), None)
-        if reason_unit is not None and item.words >= MIN_REJECTION_WORDS and (has_sentence or is_prose(item.text)):
+        reason_unit = next((u for u in item.units if REASON.search(_after_title(u, item))), None)
+        if reason_unit is not None and SELF_USE.search(item.text):
+            named_only.append(item)
+            missing.append(f"'{item.title}' (line {item.first_line}): contradicts itself, the reason says the "
+                           "design uses it")
+        elif reason_unit is not None and item.words >= MIN_REJECTION_WORDS:
             quote = Evidence.of(reason_unit, REASON)
             shown = quote.text if quote.text.startswith(item.title) else f"[{item.title}] {quote.text}"
             reasoned.append(Evidence(quote.line, shown))
+            terse = not (has_sentence or is_prose(item.text))
+            plumbing = bool(PLUMBING.search(item.title)) and not LOAD_BEARING.search(item.text)
+            credit += (TERSE_SHARE if terse else 1.0) * (PLUMBING_SHARE if plumbing else 1.0)
+            if terse:
+                missing.append(f"'{item.title}' (line {item.first_line}): the reason is a fragment, not a sentence")
+            if plumbing:
+                missing.append(f"'{item.title}' (line {item.first_line}): an alternative to the API's format, not "
+                               "to a part that can fail: half credit")
         else:
             named_only.append(item)
-            why = "no reason given" if reason_unit is None else "the reason is a fragment, not a sentence"
+            why = "no reason given" if reason_unit is None else "the reason is too short to say what it costs"
             missing.append(f"'{item.title}' (line {item.first_line}): {why}")
-    fraction = min(REJECTIONS_FOR_FULL, len(reasoned)) / REJECTIONS_FOR_FULL
+    fraction = min(REJECTIONS_FOR_FULL, credit) / REJECTIONS_FOR_FULL
     fraction += min(NAMED_ONLY_CAP, NAMED_ONLY_SHARE * len(named_only))
     if len(reasoned) < REJECTIONS_FOR_FULL:
         missing.insert(0, f"{len(reasoned)} of the {REJECTIONS_FOR_FULL} reasoned rejections needed.")

@@ -17,7 +17,8 @@ from pathlib import Path
 from mkdocs.structure.files import File, Files
 
 from d2kit.bench import check, results
-from d2kit.scoring.diagram_calibration import render_results_markdown
+from d2kit.scoring.calibration import render_results_markdown
+from d2kit.scoring.diagram_calibration import render_results_markdown as render_diagram_results_markdown
 from d2kit.scoring.rubric import render_rubric_markdown
 from d2kit.site import design_doc
 from d2kit.site.design_doc import DIAGRAM_DIR, DRILLS_BY_NAME, REPO_ROOT
@@ -203,7 +204,8 @@ def load_check_table() -> str:
 
 def rubric() -> str:
     # The rubric's own top-level title would duplicate the page's.
-    return re.sub(r"\A# [^\n]*\n", "", render_rubric_markdown()) + "\n" + render_results_markdown()
+    return (re.sub(r"\A# [^\n]*\n", "", render_rubric_markdown()) + "\n" + render_results_markdown() + "\n"
+            + render_diagram_results_markdown())
 
 
 def define_env(env) -> None:

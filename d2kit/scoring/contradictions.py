@@ -1,0 +1,92 @@
+"""Claims the attempt contradicts elsewhere: a mechanism said to be used in one sentence and denied in another.
+
+"We use fencing tokens so we do not need leases" and, later, "workers pull jobs; leases track them":
+the attempt both has and has not got leases. Each contradiction is flagged with both quotes, and the
+check the mechanism belongs to keeps at most half its points: an interviewer would not know which
+of the two designs to believe. A rejected alternative is not a contradiction of a sentence that
+merely names it; only a sentence that puts the mechanism to use ("we use", "via", "with", "each
+execution gets") contradicts its denial.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from d2kit.scoring.document import Document
+from d2kit.scoring.evidence import Evidence, Finding, pattern
+from d2kit.scoring.negation import AFTER
+
+CONTRADICTED_CAP = 0.5
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    name: str
+    check: str
+    mention: re.Pattern[str]
+
+
+MECHANISMS = (
+    Mechanism("leases", "lease_fencing", pattern(r"\bleases?\b")),  # "sees no heartbeat" is an observation
+    Mechanism("fencing tokens", "lease_fencing", pattern(r"fencing tokens?", r"\bfencing\b")),
+    Mechanism("leader election", "replica_double_fire", pattern(r"leader election", r"\ba leader\b",
+                                                                r"\bthe leader\b")),
+    Mechanism("a unique key on (job, fire time)", "replica_double_fire",
+              pattern(r"unique (key|constraint|index) on \(?job")),
+)
+# A denial of the mechanism itself, right before it: "no leases", "we do not need leases", "without a fencing
+# token". Not "one lost packet never costs a lease": that denies a loss, not the lease.
+DENIAL_BEFORE = re.compile(r"\b(no|without|(do|does|did|need)(n't| not)( need| use| have| require)?|never (use|need)s?|"
+                           r"not (need|use|require)s?)\s+((any|a|an|the|such)\s+)?$", re.I)
+# The clause puts the mechanism to use, rather than naming it.
+USE = pattern(r"\bwe (use|rely on|keep|have|add|take|hold|run)\b", r"\b(uses|relies on|holds?|renews?|takes?|"
+              r"tracks?|checks?|stores?|gets?|carries|carry|compares?)\b", r"\b(is|are) (used|kept|held|renewed|"
+              r"stored|checked|compared)\b", r"\b(via|through|with|by)\b")
+
+
+@dataclass(frozen=True)
+class Contradiction:
+    mechanism: Mechanism
+    used: Evidence
+    denied: Evidence
+
+    def note(self) -> str:
+        return (f"contradiction: {self.mechanism.name} used at line {self.used.line} (\"{self.used.text}\") and "
+                f"denied at line {self.denied.line} (\"{self.denied.text}\")")
+
+
+def find(doc: Document) -> list[Contradiction]:
+    found = []
+    units = [u for u in doc.content_units() if u.section != 9]  # section 9 rejects by design
+    for mechanism in MECHANISMS:
+        used = denied = None
+        for unit in units:
+            for _, sentence in unit.statements():
+                for match in mechanism.mention.finditer(sentence):
+                    if _denies(sentence, match.start(), match.end()):
+                        denied = denied or Evidence.of(unit, re.compile(re.escape(sentence[:40])))
+                    elif USE.search(sentence):
+                        used = used or Evidence.of(unit, re.compile(re.escape(sentence[:40])))
+        if used and denied and used != denied:
+            found.append(Contradiction(mechanism, used, denied))
+    return found
+
+
+# "no lease timer can catch a pause": a claim about what the mechanism can do, not a denial that it exists.
+ABILITY_AFTER = re.compile(r"^\s*(\w+\s+)?(can|could|will|would|ever|alone|by itself)\b", re.I)
+
+
+def _denies(sentence: str, start: int, end: int) -> bool:
+    if AFTER.match(sentence[end:end + 80]):
+        return True
+    return bool(DENIAL_BEFORE.search(sentence[max(0, start - 40):start])) and not ABILITY_AFTER.match(sentence[end:])
+
+
+def charge(check_id: str, finding: Finding, found: list[Contradiction]) -> Finding:
+    """``finding`` capped at half when a mechanism of ``check_id`` is both used and denied, with both quotes."""
+    mine = [c for c in found if c.mechanism.check == check_id]
+    if not mine:
+        return finding
+    return Finding(min(finding.fraction, CONTRADICTED_CAP), finding.evidence,
+                   [c.note() for c in mine] + finding.missing)

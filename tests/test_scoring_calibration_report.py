@@ -1,0 +1,75 @@
+"""``d2kit score --calibration``: figures per half, the held-out half optional, results recorded and shown."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from d2kit.scoring import calibration
+from d2kit.scoring.calibration import accuracy_line, measure_all, record, render_results_markdown, spearman
+
+GOOD = """## 2. Scale numbers
+
+10M jobs/day ≈ 116/s; at 50 per worker per second that is 3 workers.
+
+## 6. Deep dive
+
+Every attempt carries a fencing token from a database sequence, and the sink checks it and rejects older tokens.
+"""
+EMPTY = "## 1. Requirements\n\nA scheduler.\n"
+
+
+def _half(root: Path, name: str, bands: dict[str, list[int]]) -> None:
+    half = root / name
+    half.mkdir(parents=True)
+    for attempt, text in (("good.md", GOOD), ("empty.md", EMPTY)):
+        (half / attempt).write_text(text, encoding="utf-8")
+    (half / "bands.yaml").write_text(yaml.safe_dump({"attempts": {n: {"band": b} for n, b in bands.items()}}))
+
+
+def test_spearman_matches_known_rankings():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [40, 30, 20, 10]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(0.9487, abs=1e-4)  # ties share a rank
+    assert spearman([5, 5, 5], [1, 2, 3]) == 0.0
+
+
+def test_figures_for_each_half_and_held_out_may_be_absent(tmp_path: Path):
+    _half(tmp_path, "tuning", {"good.md": [0, 100], "empty.md": [90, 100]})
+    figures = measure_all(tmp_path)
+    assert figures["heldout"] is None
+    tuning = figures["tuning"]
+    assert tuning.attempts == 2 and tuning.in_band == 1  # the empty attempt is far below its (wrong) band
+    assert tuning.worst_error >= 90 and tuning.mean_error <= tuning.worst_error
+    assert "held-out: not present" in calibration.figures_lines(figures)
+
+
+def test_recorded_held_out_error_is_what_the_total_is_worth(tmp_path: Path):
+    results = tmp_path / "results.json"
+    assert accuracy_line(results) == "held-out accuracy not yet recorded"
+    _half(tmp_path, "tuning", {"good.md": [0, 100], "empty.md": [0, 10]})
+    _half(tmp_path, "heldout", {"good.md": [0, 100], "empty.md": [0, 10]})
+    figures = measure_all(tmp_path)
+    record(figures, results)
+    saved = json.loads(results.read_text())
+    assert set(saved) == {"commit", "recorded_at", "halves"} and saved["halves"]["heldout"]["attempts"] == 2
+    heldout = figures["heldout"]
+    assert accuracy_line(results).startswith(f"±{heldout.mean_error:g} points on attempts it was not tuned on")
+    page = render_results_markdown(results)
+    assert "| held-out | 2 | 2 |" in page and "| tuning |" in page
+
+
+def test_score_calibration_command_prints_both_halves(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    from d2kit.cli import app
+
+    _half(tmp_path, "tuning", {"good.md": [0, 100], "empty.md": [0, 10]})
+    monkeypatch.setattr(calibration, "CALIBRATION_DIR", tmp_path)
+    monkeypatch.setattr(calibration, "RESULTS_PATH", tmp_path / "results.json")
+    result = CliRunner().invoke(app, ["score", "--calibration", "--record"])
+    assert result.exit_code == 0, result.output
+    assert "tuning: 2 of 2 in band" in result.output and "held-out: not present" in result.output
+    assert (tmp_path / "results.json").is_file()

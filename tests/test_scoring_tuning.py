@@ -1,0 +1,59 @@
+"""The tuning half of the calibration set (rubric/calibration/SPLIT.md): bands fixed before any scoring.
+
+These are the figures the scorer may be changed while looking at; the held-out half, scored once by
+the lead, is what the total's "±N points" line reports. The floors below are regression guards: a
+change that makes the tuning half worse fails here before anyone looks at the held-out half.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from d2kit.scoring.calibration import CALIBRATION_DIR, measure
+from d2kit.scoring.scorer import score_file
+
+TUNING = CALIBRATION_DIR / "tuning"
+ATTEMPTS = yaml.safe_load((TUNING / "bands.yaml").read_text(encoding="utf-8"))["attempts"]
+
+
+@pytest.fixture(scope="module")
+def figures():
+    return measure(TUNING)
+
+
+def _of_class(name: str) -> list[str]:
+    return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
+
+
+def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):
+    assert figures.attempts == len(ATTEMPTS) >= 16
+    assert figures.spearman_rho >= 0.9, figures.spearman_rho
+    assert figures.mean_error <= 8, figures.mean_error
+    assert figures.in_band >= 10, [(r.name, r.score, r.band) for r in figures.results if not r.in_band]
+
+
+@pytest.mark.parametrize(("attempt_class", "low", "high"), [
+    ("incoherent-keywords", 0, 30),
+    ("pasted-prompt", 0, 10),
+    ("excellent-plain", 75, 100),
+    ("name-dropping", 0, 30),
+])
+def test_each_failure_class_lands_where_the_issue_says(attempt_class: str, low: float, high: float, figures):
+    scores = {r.name: r.score for r in figures.results}
+    for name in _of_class(attempt_class):
+        assert low <= scores[name] <= high, (name, scores[name])
+
+
+@pytest.mark.parametrize("name", sorted(ATTEMPTS))
+def test_every_quote_is_on_the_line_it_names(name: str):
+    lines = (TUNING / name).read_text(encoding="utf-8").splitlines()
+    report = score_file(TUNING / name)
+    for check in (k for c in report.criteria for k in c.checks):
+        assert check.points == 0 or check.evidence, f"{check.id}: points without evidence"
+        for evidence in check.evidence:
+            if evidence.line:
+                quoted = set(re.findall(r"\w+", evidence.text.lower()))
+                assert quoted & set(re.findall(r"\w+", lines[evidence.line - 1].lower())), (check.id, evidence)
