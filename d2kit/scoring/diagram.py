@@ -14,6 +14,7 @@ from pathlib import Path
 
 from d2kit.scoring import components as vocabulary
 from d2kit.scoring.document import Document
+from d2kit.scoring.evidence import credit_level
 from d2kit.scoring.export_check import ExportCheck, check_export
 from d2kit.scoring.rubric import DiagramRubric, DiagramRubricCheck, load_diagram_rubric
 from d2kit.scoring.scene import Arrow, Scene, SceneError, Shape, load_scene
@@ -46,9 +47,7 @@ class DiagramCheckScore:
 
     @property
     def level(self) -> str:
-        if self.points >= self.max_points:
-            return "full"
-        return "partial" if self.points > 0 else "none"
+        return credit_level(self.points, self.max_points)
 
 
 @dataclass

@@ -115,3 +115,10 @@ def pattern(*alternatives: str) -> re.Pattern[str]:
 def both(first: re.Pattern[str], second: re.Pattern[str]) -> re.Pattern[str]:
     """Matches text in which both patterns match, anywhere and in either order."""
     return re.compile(rf"\A(?=[\s\S]*?(?:{first.pattern}))(?=[\s\S]*?(?:{second.pattern}))", re.I)
+
+
+def credit_level(points: float, max_points: float) -> str:
+    """The rubric's word for a check's credit: full, partial or none."""
+    if points >= max_points:
+        return "full"
+    return "partial" if points > 0 else "none"

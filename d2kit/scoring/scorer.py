@@ -19,7 +19,7 @@ from d2kit.scoring import (
 )
 from d2kit.scoring.calibration import accuracy_line
 from d2kit.scoring.document import Document, parse
-from d2kit.scoring.evidence import Evidence, Finding
+from d2kit.scoring.evidence import Evidence, Finding, credit_level
 from d2kit.scoring.rubric import DesignRubric, load_design_rubric
 
 # One detector per rubric check id and per hidden follow-up id (tests hold the two lists equal).
@@ -66,9 +66,7 @@ class CheckScore:
 
     @property
     def level(self) -> str:
-        if self.points >= self.max_points:
-            return "full"
-        return "partial" if self.points > 0 else "none"
+        return credit_level(self.points, self.max_points)
 
 
 @dataclass
