@@ -15,11 +15,15 @@ import re
 from pathlib import Path
 
 from mkdocs.structure.files import File, Files
+from mkdocs.utils import get_relative_url
 
 from d2kit.bench import check, results
 from d2kit.scoring.rubric import render_rubric_markdown
-from d2kit.site import design_doc
+from d2kit.site import design_doc, glossary
+from d2kit.site.alternatives import alternatives_markdown
+from d2kit.site.cheatsheet import cheatsheet_markdown
 from d2kit.site.design_doc import DIAGRAM_DIR, DRILLS_BY_NAME, REPO_ROOT
+from d2kit.site.rubric_pages import calibration_markdown, second_questions_markdown
 
 CODE_ROOTS = ("reference_impl", "d2kit", "load")
 
@@ -86,6 +90,18 @@ def on_files(files: Files, config) -> Files:
     for path, description in code_files.items():
         files.append(File.generated(config, f"code/{path}.md", content=_code_page(path, description)))
     return files
+
+
+GLOSSARY_PAGE = "glossary.md"
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    """Link the first use of each glossary term on every page (but the glossary and the code listings)."""
+    source = page.file.src_uri
+    if source == GLOSSARY_PAGE or source.startswith("code/"):
+        return html
+    glossary_url = get_relative_url(files.get_file_from_path(GLOSSARY_PAGE).url, page.url)
+    return glossary.link_first_uses(html, glossary_url)
 
 
 # --- mkdocs-macros --------------------------------------------------------------------------------------
@@ -220,3 +236,8 @@ def define_env(env) -> None:
     env.macro(drills_table, "drills_table")
     env.macro(rubric, "rubric")
     env.macro(load_check_table, "load_check_table")
+    env.macro(second_questions_markdown, "second_questions")
+    env.macro(calibration_markdown, "calibration")
+    env.macro(cheatsheet_markdown, "cheatsheet")
+    env.macro(glossary.glossary_markdown, "glossary")
+    env.macro(alternatives_markdown, "alternatives")
