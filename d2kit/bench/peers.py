@@ -30,7 +30,7 @@ from reference_impl import db
 
 BENCH_ENV = paths.BENCH_ENV
 RUNNER = paths.PEER_RUNNER
-# Pinned so a comparison is repeatable; the versions research/ANCHORS.md measured.
+# Pinned so a comparison is repeatable; the versions measured while planning (load/reference-points.md section 4).
 PEER_REQUIREMENTS = ("pgqueuer==1.6.0", "procrastinate==3.10.0", "asyncpg", "psycopg[binary]")
 PEER_NAMES = ("pgqueuer", "procrastinate")
 METRICS = ("sustained", "p99_lag_ms_at_833", "drain")
