@@ -404,5 +404,10 @@ def render_reference_design(site: bool = False, scale: Mapping[str, Any] | None 
     return render("reference-design.md.j2", site=site, scale=scale)
 
 
+def render_model_answer(site: bool = False) -> str:
+    """The 45-minute answer: the reference design as a candidate can write it in the round."""
+    return render("model-answer.md.j2", site=site)
+
+
 def render_answer_key(site: bool = False) -> str:
     return render("answer-key.md.j2", site=site)

@@ -221,9 +221,22 @@ def rubric() -> str:
     return re.sub(r"\A# [^\n]*\n", "", render_rubric_markdown())
 
 
+def model_answer() -> str:
+    """The 45-minute answer under the reference design page's own heading: its title dropped, its sections one
+    level down with anchors of their own (the full design below has the same section titles)."""
+    body = re.sub(r"\A# [^\n]*\n", "", design_doc.render_model_answer(site=True))
+    return re.sub(r"^## (\d)\. (.*)$", r"### \1. \2 { #answer-\1 }", body, flags=re.MULTILINE)
+
+
+def full_design() -> str:
+    """The full reference design, one heading level down, under the page's title."""
+    return _demote_headings(design_doc.render_reference_design(site=True), 1)
+
+
 def define_env(env) -> None:
     links = design_doc.Links(site=True)
-    env.macro(lambda: design_doc.render_reference_design(site=True), "reference_design")
+    env.macro(full_design, "reference_design")
+    env.macro(model_answer, "model_answer")
     env.macro(lambda: design_doc.render_answer_key(site=True), "answer_key")
     env.macro(lambda template: design_doc.render(template, site=True), "design_page")
     env.macro(links.code, "code")
