@@ -24,7 +24,7 @@ PAGES = [
     "time-budget/index.html", "follow-ups/index.html", "reference-design/index.html", "diagrams/index.html",
     "answer-key/index.html", "rubric/index.html", "load-tests/index.html", "schema/index.html",
     "code/index.html", "drills/index.html", "second-questions/index.html", "calibration/index.html",
-    "alternatives/index.html", "cheatsheet/index.html", "glossary/index.html",
+    "alternatives/index.html", "cheatsheet/index.html", "glossary/index.html", "measuring/index.html",
     *(f"drills/{name}/index.html" for name in (
         "worker-partition", "replica-double-fire", "catch-up-storm", "noisy-tenant", "proof-of-execution",
         "postgres-limits", "clock-skew", "scheduler-crash", "postgres-restart")),
