@@ -11,6 +11,7 @@ import typer
 from d2kit.bench.cli import bench_app, load_app
 from d2kit.drills.cli import app as drill_app
 from d2kit.scoring.cli import register as register_scoring
+from d2kit.site.cheatsheet import register as register_cheatsheet
 from d2kit.site.diagrams import app as diagram_app
 from reference_impl.cli import app as scheduler_app
 
@@ -26,6 +27,7 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(load_app, name="load")
 app.add_typer(diagram_app, name="diagram")
 register_scoring(app)
+register_cheatsheet(app)
 
 if __name__ == "__main__":
     app()

@@ -97,6 +97,16 @@ def test_code_sections_keep_line_numbers():
         assert lines[section.first_line - 1: section.first_line - 1 + len(section.lines)] == section.lines
 
 
+def test_the_45_minute_answer_is_about_1000_words_and_earns_the_rubric():
+    """The model answer a candidate compares with: short enough to type in the round, complete enough to score."""
+    answer = design_doc.render_model_answer()
+    assert 800 <= len(answer.split()) <= 1300, f"{len(answer.split())} words is not a 45-minute answer"
+    sections = re.findall(r"^## (\d)\. ", answer, flags=re.MULTILINE)
+    assert sections == [str(n) for n in range(1, 10)], "the 45-minute answer follows the nine-section template"
+    report = scorer.score_text(answer, attempt="45-minute answer")
+    assert report.total >= 90, f"the 45-minute answer scores {report.total} / {report.max_total}"
+
+
 def test_reference_design_scores_at_least_90_on_the_kits_scorer():
     report = scorer.score_text(design_doc.render_reference_design(), attempt="reference design",
                                not_copied_from=pasted.REFERENCE_DESIGN_SOURCES)
@@ -104,7 +114,7 @@ def test_reference_design_scores_at_least_90_on_the_kits_scorer():
 
 
 @pytest.mark.parametrize("template", ["reference-design.md.j2", "answer-key.md.j2", "clarifying.md.j2",
-                                      "load-tests.md.j2", "forty-five-minutes.md.j2"])
+                                      "load-tests.md.j2", "model-answer.md.j2", "measuring.md.j2"])
 def test_no_wrapped_line_turns_into_a_heading(template):
     """A line that starts with '#123' (an issue number wrapped to a new line) renders as a giant heading."""
     rendered = design_doc.render(template, site=True)

@@ -23,7 +23,8 @@ PAGES = [
     "index.html", "prompt/index.html", "clarifying/index.html", "template/index.html",
     "time-budget/index.html", "follow-ups/index.html", "reference-design/index.html", "diagrams/index.html",
     "answer-key/index.html", "rubric/index.html", "load-tests/index.html", "schema/index.html",
-    "code/index.html", "drills/index.html",
+    "code/index.html", "drills/index.html", "second-questions/index.html", "calibration/index.html",
+    "alternatives/index.html", "cheatsheet/index.html", "glossary/index.html", "measuring/index.html",
     *(f"drills/{name}/index.html" for name in (
         "worker-partition", "replica-double-fire", "catch-up-storm", "noisy-tenant", "proof-of-execution",
         "postgres-limits", "clock-skew", "scheduler-crash", "scheduler-paused", "postgres-restart")),
@@ -156,3 +157,37 @@ def test_a_candidates_drawing_exports_with_one_command(tmp_path):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "attempt-d2.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (tmp_path / "attempt-d2.svg").exists()
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def test_cheat_sheet_prints_on_one_a4_page(site, tmp_path):
+    if not CHROMIUM.exists():
+        pytest.skip(f"!! CHEAT SHEET PRINT NOT TESTED: {CHROMIUM} not found (apt-get install -y chromium)")
+    pdf = tmp_path / "cheatsheet.pdf"
+    subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+                    "--no-pdf-header-footer", f"--print-to-pdf={pdf}",
+                    (site / "cheatsheet" / "index.html").as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    pages = re.findall(rb"/Type\s*/Page(?![s\w])", pdf.read_bytes())
+    assert len(pages) == 1, f"the cheat sheet prints on {len(pages)} pages"
+
+
+def test_glossary_links_land_on_an_entry(site):
+    glossary_html = (site / "glossary" / "index.html").read_text(encoding="utf-8")
+    anchors = set(re.findall(r'id="([^"]+)"', glossary_html))
+    targets = set()
+    for html in site.rglob("*.html"):
+        targets |= set(re.findall(r'class="glossary-term" href="[^"#]*#([^"]+)"', html.read_text(encoding="utf-8")))
+    assert targets, "no page links a term to the glossary"
+    assert targets <= anchors, f"glossary links without an entry: {targets - anchors}"
+    design = (site / "reference-design" / "index.html").read_text(encoding="utf-8")
+    assert 'href="../glossary/#fencing-token"' in design
+
+
+def test_home_page_links_every_teaching_page(site):
+    home = (site / "index.html").read_text(encoding="utf-8")
+    for page in ("second-questions/", "calibration/", "alternatives/", "cheatsheet/", "glossary/", "measuring/"):
+        assert f'href="{page}"' in home, f"the home page does not link {page}"

@@ -102,6 +102,12 @@ def _external(requested: list[str]) -> list[str]:
     ("/drills/worker-partition/", "drill-worker-partition", False),
     ("/answer-key/", "answer-key", False),
     ("/load-tests/", "load-tests", False),
+    ("/second-questions/", "second-questions", False),
+    ("/calibration/", "calibration", False),
+    ("/alternatives/", "alternatives", False),
+    ("/cheatsheet/", "cheatsheet", False),
+    ("/glossary/", "glossary", False),
+    ("/measuring/", "measuring", False),
 ])
 def test_page_renders_offline_with_its_diagrams(site_url, browser, path, name, expects_diagrams):
     _, base = site_url

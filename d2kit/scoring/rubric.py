@@ -31,6 +31,14 @@ class Check:
 
 
 @dataclass(frozen=True)
+class SecondQuestion:
+    """What the interviewer asks once the follow-up is answered, and what a strong answer adds."""
+
+    question: str
+    strong_adds: str
+
+
+@dataclass(frozen=True)
 class FollowUp:
     number: int
     id: str
@@ -40,6 +48,30 @@ class FollowUp:
     credited_in: str
     points: float
     credit: Credit
+    in_two_lines: tuple[str, ...]  # the answer as the cheat sheet gives it
+    second_question: SecondQuestion
+
+
+@dataclass(frozen=True)
+class LevelBar:
+    """What a hire and a no-hire look like at one level."""
+
+    hire: str
+    no_hire: str
+
+
+@dataclass(frozen=True)
+class Calibration:
+    senior: LevelBar
+    staff: LevelBar
+    hire_phrases: tuple[str, ...]
+    no_hire_phrases: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FailureLeg:
+    name: str
+    asks: str
 
 
 @dataclass(frozen=True)
@@ -51,6 +83,8 @@ class Criterion:
     measures: str
     credit: Credit
     checks: tuple[Check, ...]
+    calibration: Calibration
+    legs: tuple[FailureLeg, ...] = ()  # failure_legs only: the three legs every failure needs
 
 
 @dataclass(frozen=True)
@@ -113,6 +147,7 @@ class DesignRubric:
     design_name: str
     minutes: int
     prompt: str
+    hard_parts: tuple[str, ...]
     produce: tuple[str, ...]
     authority: str
     criteria: tuple[Criterion, ...]
@@ -164,6 +199,15 @@ def _credit(raw: dict) -> Credit:
     return Credit(full=raw["full"], partial=raw["partial"], none=raw["none"])
 
 
+def _calibration(raw: dict) -> Calibration:
+    return Calibration(
+        senior=LevelBar(hire=raw["senior"]["hire"], no_hire=raw["senior"]["no_hire"]),
+        staff=LevelBar(hire=raw["staff"]["hire"], no_hire=raw["staff"]["no_hire"]),
+        hire_phrases=tuple(raw["signals"]["hire"]),
+        no_hire_phrases=tuple(raw["signals"]["no_hire"]),
+    )
+
+
 def _read(name: str) -> dict:
     path = RUBRIC_DIR / name
     if not path.exists():
@@ -181,6 +225,7 @@ def load_design_rubric() -> DesignRubric:
         design_name=round_["design_name"],
         minutes=round_["minutes"],
         prompt=round_["prompt"].strip(),
+        hard_parts=tuple(round_["hard_parts"]),
         produce=tuple(round_["produce"]),
         authority=raw["authority"],
         criteria=tuple(
@@ -191,6 +236,8 @@ def load_design_rubric() -> DesignRubric:
                     Check(id=k["id"], title=k["title"], points=k["points"], credit=_credit(k), why=k["why"])
                     for k in c["checks"]
                 ),
+                calibration=_calibration(c["calibration"]),
+                legs=tuple(FailureLeg(name=leg["name"], asks=leg["asks"]) for leg in c.get("legs", ())),
             )
             for c in raw["criteria"]
         ),
@@ -206,6 +253,9 @@ def load_design_rubric() -> DesignRubric:
             FollowUp(
                 number=f["number"], id=f["id"], topic=f["topic"], question=f["question"].strip(),
                 probe=f["probe"].strip(), credited_in=f["credited_in"], points=f["points"], credit=_credit(f),
+                in_two_lines=tuple(f["in_two_lines"]),
+                second_question=SecondQuestion(question=f["second_question"]["question"].strip(),
+                                               strong_adds=f["second_question"]["strong_adds"].strip()),
             )
             for f in raw["follow_ups"]
         ),

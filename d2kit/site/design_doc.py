@@ -9,8 +9,6 @@ those exist, and the doc shows them next to what was stated.
 
 from __future__ import annotations
 
-from d2kit import paths
-
 import json
 import math
 import re
@@ -22,7 +20,7 @@ from typing import Any
 
 import jinja2
 
-from d2kit import capacity
+from d2kit import capacity, paths
 from d2kit.bench import results
 from reference_impl import db
 
@@ -409,6 +407,11 @@ def render(template: str, site: bool = False, scale: Mapping[str, Any] | None = 
 def render_reference_design(site: bool = False, scale: Mapping[str, Any] | None = None) -> str:
     """The full nine-section reference design as markdown (links to repo paths unless ``site``)."""
     return render("reference-design.md.j2", site=site, scale=scale)
+
+
+def render_model_answer(site: bool = False) -> str:
+    """The 45-minute answer: the reference design as a candidate can write it in the round."""
+    return render("model-answer.md.j2", site=site)
 
 
 def render_answer_key(site: bool = False) -> str:

@@ -15,13 +15,17 @@ import re
 from pathlib import Path
 
 from mkdocs.structure.files import File, Files
+from mkdocs.utils import get_relative_url
 
 from d2kit.bench import check, results
 from d2kit.scoring.calibration import render_results_markdown
 from d2kit.scoring.diagram_calibration import render_results_markdown as render_diagram_results_markdown
 from d2kit.scoring.rubric import render_rubric_markdown
-from d2kit.site import design_doc
+from d2kit.site import design_doc, glossary
+from d2kit.site.alternatives import alternatives_markdown
+from d2kit.site.cheatsheet import cheatsheet_markdown
 from d2kit.site.design_doc import DIAGRAM_DIR, DRILLS_BY_NAME, REPO_ROOT
+from d2kit.site.rubric_pages import calibration_markdown, second_questions_markdown
 
 CODE_ROOTS = ("reference_impl", "d2kit", "load")
 
@@ -88,6 +92,18 @@ def on_files(files: Files, config) -> Files:
     for path, description in code_files.items():
         files.append(File.generated(config, f"code/{path}.md", content=_code_page(path, description)))
     return files
+
+
+GLOSSARY_PAGE = "glossary.md"
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    """Link the first use of each glossary term on every page (but the glossary and the code listings)."""
+    source = page.file.src_uri
+    if source == GLOSSARY_PAGE or source.startswith("code/"):
+        return html
+    glossary_url = get_relative_url(files.get_file_from_path(GLOSSARY_PAGE).url, page.url)
+    return glossary.link_first_uses(html, glossary_url)
 
 
 # --- mkdocs-macros --------------------------------------------------------------------------------------
@@ -208,9 +224,22 @@ def rubric() -> str:
             + render_diagram_results_markdown())
 
 
+def model_answer() -> str:
+    """The 45-minute answer under the reference design page's own heading: its title dropped, its sections one
+    level down with anchors of their own (the full design below has the same section titles)."""
+    body = re.sub(r"\A# [^\n]*\n", "", design_doc.render_model_answer(site=True))
+    return re.sub(r"^## (\d)\. (.*)$", r"### \1. \2 { #answer-\1 }", body, flags=re.MULTILINE)
+
+
+def full_design() -> str:
+    """The full reference design, one heading level down, under the page's title."""
+    return _demote_headings(design_doc.render_reference_design(site=True), 1)
+
+
 def define_env(env) -> None:
     links = design_doc.Links(site=True)
-    env.macro(lambda: design_doc.render_reference_design(site=True), "reference_design")
+    env.macro(full_design, "reference_design")
+    env.macro(model_answer, "model_answer")
     env.macro(lambda: design_doc.render_answer_key(site=True), "answer_key")
     env.macro(lambda template: design_doc.render(template, site=True), "design_page")
     env.macro(links.code, "code")
@@ -223,3 +252,8 @@ def define_env(env) -> None:
     env.macro(drills_table, "drills_table")
     env.macro(rubric, "rubric")
     env.macro(load_check_table, "load_check_table")
+    env.macro(second_questions_markdown, "second_questions")
+    env.macro(calibration_markdown, "calibration")
+    env.macro(cheatsheet_markdown, "cheatsheet")
+    env.macro(glossary.glossary_markdown, "glossary")
+    env.macro(alternatives_markdown, "alternatives")
