@@ -59,11 +59,56 @@ def test_double_negation_still_credits_the_mechanism():
                  "under the per-job misfire policy."),
     ("delivery_semantics", "We guarantee exactly-once execution end to end, including side effects, so users do "
                            "not need to make their jobs idempotent; at-least-once is the fallback."),
+    ("delivery_semantics", "Delivery is at-most-once, which means every job is guaranteed to run and none runs "
+                           "twice, so we tell users their jobs need no idempotency."),
+    ("delivery_semantics", "Each retry is sent with a fresh idempotency key, so the sink can tell the retries apart "
+                           "and we deliver at-least-once with dedup on that key."),
+    ("lease_fencing", "A worker is declared dead when its fencing token expires after 30 s; the store checks the "
+                      "token on every write and rejects an older one."),
+    ("tenant_isolation", "Every tenant has a per-tenant concurrency cap, set to unlimited by default, and long jobs "
+                         "run on a separate pool with fair queuing between tenants."),
+    ("clocks", "The scheduler sends the worker the current value of its monotonic clock plus 30 s as the lease "
+               "deadline, so skew between machines does not matter."),
+    ("clocks", "The worker compares the deadline it was given with its own clock, because the database's clock "
+               "decides every lease."),
+    ("replica_double_fire", "Five nodes run consensus; the elected leader fires due jobs and every follower also "
+                            "fires the jobs it sees in its copy of the log, so nothing is missed."),
+    ("replica_double_fire", "When the cluster loses quorum, the remaining node keeps running as leader in "
+                            "read-write mode; the unique key on (job, fire time) is in the log."),
+    ("catch_up", "After downtime the scheduler skips all missed runs and starts again from the next fire time, "
+                 "a per-job policy paced at 200 per second."),
 ])
 def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_id: str, wrong: str):
     check = _check(_section(6, wrong), check_id)
     assert check.points < check.max_points / 2, (check_id, check.points)
     assert any(m.startswith("wrong answer") and wrong[:30] in m for m in check.missing), check.missing
+
+
+SOUND = (_section(7, "- **Worker dies.** Detection: its lease is not renewed for 30 s on the database clock. "
+                    "Containment: its fencing token is now stale, so the sink rejects its writes. Recovery: the "
+                    "reaper re-queues the attempt with a new token.")
+         + _section(9, "- **A single leader**: a failover gap of one election timeout, and it still needs fencing.\n"
+                       "- **Kafka as the queue**: no per-message lease, so a six-hour job pins its partition.\n"
+                       "- **Redis sorted sets**: an acknowledged write can be lost on failover, so runs vanish."))
+WRONG_ON_THREE_QUESTIONS = _section(6, "We guarantee exactly-once execution end to end, so users do not need to make "
+                                       "their jobs idempotent. The worker compares lease_expires_at with its own "
+                                       "local wall clock. All three scheduler replicas fire every due job together.")
+
+
+def test_wrong_answers_on_several_questions_discount_the_rest_of_the_design():
+    sound, incoherent = score_text(SOUND), score_text(SOUND + WRONG_ON_THREE_QUESTIONS)
+    for check_id in ("failure_triads", "rejections"):
+        before, after = (next(k for c in r.criteria for k in c.checks if k.id == check_id) for r in (sound, incoherent))
+        assert after.points <= before.points * 0.6, (check_id, before.points, after.points)
+        assert any(m.startswith("not credible") for m in after.missing)
+    assert "3 different questions" in incoherent.credibility and not sound.credibility
+
+
+def test_one_wrong_answer_costs_only_its_own_check():
+    slip = _section(6, "We guarantee exactly-once execution end to end, so users do not need to make their jobs "
+                       "idempotent.")
+    assert score_text(SOUND + slip).credibility == ""
+    assert _check(SOUND + slip, "failure_triads").points == _check(SOUND, "failure_triads").points
 
 
 def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
