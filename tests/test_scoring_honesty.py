@@ -75,6 +75,8 @@ def test_double_negation_still_credits_the_mechanism():
                             "fires the jobs it sees in its copy of the log, so nothing is missed."),
     ("replica_double_fire", "When the cluster loses quorum, the remaining node keeps running as leader in "
                             "read-write mode; the unique key on (job, fire time) is in the log."),
+    ("catch_up", "After a restart the new owner fires every run whose next_run_at is in the past, under each job's "
+                 "misfire policy, paced at 200 per second."),
     ("catch_up", "After downtime the scheduler skips all missed runs and starts again from the next fire time, "
                  "a per-job policy paced at 200 per second."),
 ])
@@ -138,6 +140,19 @@ def test_a_rejection_that_contradicts_itself_or_gives_no_reason_is_not_reasoned(
     check = _check(hollow, "rejections")
     assert check.points <= 2, check.points
     assert any("contradicts itself" in m for m in check.missing)
+
+
+def test_a_rejection_faulting_the_alternative_for_lacking_exactly_once_is_not_reasoned():
+    premise = _section(9, "- **Postgres as the queue**: too slow for this, and it doesn't give exactly-once anyway.\n"
+                          "- **RabbitMQ**: per-message acks are nice, but no transactions with the result, so only "
+                          "at-least-once.\n"
+                          "- **Redis lists**: fast, but it cannot give exactly-once delivery when a consumer dies.")
+    check = _check(premise, "rejections")
+    assert check.points <= 2, check.points
+    assert any("lacking exactly-once" in m for m in check.missing)
+    honest = _section(9, "- **Kafka transactions**: they cannot give exactly-once for the job's own side effects, "
+                         "which is impossible without the job's cooperation, and they add a coordinator.")
+    assert _check(honest, "rejections").points > 2
 
 
 def test_rejecting_api_formats_is_worth_less_than_rejecting_a_design_choice():

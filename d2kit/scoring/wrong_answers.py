@@ -120,7 +120,7 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 unless=pattern(r"\b(record\w*|rows?|reasons?|mark\w*|logged|status|state)\b")),
     WrongAnswer("catch_up", "every missed run fired at once", pattern(
         r"(all|every) (the )?(missed|overdue|past-due)\b.{0,60}\b(at once|immediately|in one burst|together)",
-        r"fires? every (job|occurrence)\b.{0,60}\b(in the past|has passed|missed)",
+        r"fires? every (job|occurrence|run|execution)\b.{0,60}\b(in the past|has passed|missed)",
         r"(run|fire)s? them all\b"), 1 / 3),
     WrongAnswer("storage_limits", "the store declared limitless", pattern(
         r"(removes?|eliminates?) (all )?(lock )?contention", r"scales? (infinitely|without (a )?limit|forever)",
