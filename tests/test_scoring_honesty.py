@@ -12,6 +12,7 @@ import pytest
 
 from d2kit.scoring.arithmetic import calculations
 from d2kit.scoring.document import parse
+from d2kit.scoring.failures import failure_items
 from d2kit.scoring.rubric import load_design_rubric
 from d2kit.scoring.scorer import score_text
 
@@ -255,6 +256,32 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
 def test_plain_phrasing_of_a_follow_up_earns_it(check_id: str, plain: str):
     check = _check(_section(6, plain), check_id)
     assert check.points == check.max_points, (check.points, check.missing)
+
+
+def test_failures_told_in_plain_words_have_their_three_legs():
+    plain = _section(7, "Runner dies: noticed when its claims stop renewing; the damage is only the runs it held, "
+                        "since its late writes carry a stale generation; the sweeper sets them back to planned and "
+                        "another runner takes them.\n"
+                        "Consumer frozen mid-job: seen as its message age rising past the visibility timeout; its "
+                        "writes are refused by the store; the message becomes visible again and is received again "
+                        "by a different consumer.\n"
+                        "Planner dies mid-batch: seen through the planning-lag metric; nothing half-done survives "
+                        "because planning is one transaction; other planners take its jobs on their next pass.")
+    items = failure_items(parse(plain))
+    assert len(items) == 3 and all(i.complete for i in items), [(i.title, i.missing_legs()) for i in items]
+
+
+def test_a_time_bound_is_not_containment():
+    timed = _section(7, "- **Worker crashes.** Its heartbeats stop, so after at most 60 s the lease expires and the "
+                        "reaper notices; the reaper puts the execution back to pending.")
+    assert failure_items(parse(timed))[0].missing_legs() == ["containment"]
+
+
+def test_a_planned_or_nominal_time_is_a_fire_time():
+    for words in ("planned_at", "nominal time", "logical date"):
+        unique = _section(6, f"Three planners insert run rows with a uniqueness rule on (job_id, {words}), so if two "
+                             "planners race, the second insert does nothing.")
+        assert _check(unique, "replica_double_fire").points >= 4, words
 
 
 # -- 4. pasted text -----------------------------------------------------------------------------------

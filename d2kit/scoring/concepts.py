@@ -65,7 +65,8 @@ WRITE_PATH = pattern(r"\bwrite", r"\bcommit", r"\bcomplet", r"\bstorage\b", r"\b
 # "Jobs may check this token if they want; it is up to the job": a check nobody must make is a token nothing checks.
 OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30}\b(check|verif|compar|reject)",
                          r"up to the (job|author|user|tenant)", r"if (it|they) (wants?|chooses?|likes?)")
-FIRE_TIME = r"(fire|scheduled|schedule|run|due|trigger)[_ ]?(time|at|minute|timestamp)\b"
+# Quartz's fire time, Temporal's scheduled time, Oozie's nominal time, Airflow's logical date, a planned time.
+FIRE_TIME = r"(fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?(time|at|minute|timestamp|date)\b"
 DOUBLE_FIRE_MECHANISM = pattern(
     # A uniqueness guarantee counts when it is on the fire time, not on any column pair.
     rf"unique[^|]{{0,40}}{FIRE_TIME}", rf"{FIRE_TIME}[^|]{{0,40}}\bunique", rf"\(job(_id)?, ?{FIRE_TIME}",
