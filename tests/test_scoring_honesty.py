@@ -185,6 +185,12 @@ def test_counts_that_nothing_shows_are_derived_are_not_a_derivation():
     assert calculations(parse(_section(2, "1M users, each with ~10 jobs = 10M jobs.")))  # 1M × 10, checked
 
 
+def test_a_setting_in_code_is_not_a_derivation():
+    sql = "Heartbeat every 10 s: UPDATE executions SET lease_expires_at = now() + 30 s WHERE id = $1 AND token = $2."
+    assert not calculations(parse(_section(6, sql)))
+    assert calculations(parse(_section(2, "3 nodes × $500 = $1,500 a month.")))
+
+
 @pytest.mark.parametrize("right", [
     "10M jobs/day ≈ 116/s.",
     "Peak: 45,000/min ÷ 60 = 750 executions/s.",
