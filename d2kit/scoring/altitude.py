@@ -29,8 +29,8 @@ FRAGMENT_WEIGHT = 0.5  # a terse line with numbers or a mechanism says something
 
 def _substance(section: SectionText) -> int:
     fragments = [u for u in section.units if u.written and not u.prose]
-    rows = sum(u.words for u in fragments if u.is_table_body)  # a table cell is terse by nature
-    terse = sum(u.words for u in fragments if not u.is_table_body and not is_name_drop(u.text))
+    rows = sum(u.words for u in fragments if u.has_columns)  # a table cell is terse by nature
+    terse = sum(u.words for u in fragments if not u.has_columns and not is_name_drop(u.text))
     return section.prose_words + rows + round(FRAGMENT_WEIGHT * terse)
 
 

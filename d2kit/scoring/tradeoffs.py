@@ -43,7 +43,7 @@ NAMED_ONLY_CAP = 2 / 15
 
 def _after_title(unit: Unit, item: Item) -> str:
     """The text of ``unit`` after the alternative's name, where its reason must be."""
-    if unit.is_table_body and len(unit.cells) > 1:  # the first column names it, the others say why
+    if unit.has_columns:  # the first column names it, the others say why
         return " | ".join(unit.cells[1:])
     if unit is not item.units[0]:
         return unit.text
@@ -62,7 +62,7 @@ def rejections(doc: Document) -> Finding:
     missing = []
     credit = 0.0
     for item in items:
-        has_sentence = any(u.prose or (u.is_table_body and u.words >= MIN_REJECTION_WORDS) for u in item.units)
+        has_sentence = any(u.prose or (u.has_columns and u.words >= MIN_REJECTION_WORDS) for u in item.units)
         reason_unit = next((u for u in item.units if REASON.search(_after_title(u, item))), None)
         if reason_unit is not None and SELF_USE.search(item.text):
             named_only.append(item)
