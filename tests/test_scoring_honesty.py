@@ -258,6 +258,23 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
     ("lease_fencing", "Activities heartbeat every 10 s with a 30 s heartbeat timeout, after which the activity is "
                       "retried elsewhere; the downstream ledger rejects a completion whose attempt number is older "
                       "than the last one it accepted."),
+    ("lease_fencing", "A worker takes a job by writing its name and an expiry 30 s ahead into the row, and extends "
+                      "the expiry every 10 s while it runs. Each time a job is taken the row's version number goes up "
+                      "by one; the ledger refuses a write whose number is lower than the last one it saw."),
+    ("lease_fencing", "Work is handed out through a queue with a visibility timeout of 60 s that the worker extends "
+                      "while it runs; each delivery carries a delivery count, and the results table only accepts a "
+                      "result whose delivery count is the highest seen for that run."),
+    ("replica_double_fire", "Any of the three planner copies may plan a run; the runs table has a primary key on "
+                            "(job, minute), so if two copies race the second insert is ignored. We chose this over "
+                            "one elected planner because there is no takeover gap."),
+    ("replica_double_fire", "Each run row is keyed by job id plus the planned minute, so a second planner that tries "
+                            "to create the same run gets a duplicate-key error and moves on; no planner needs to be "
+                            "chosen, so nothing waits for a switch-over when one dies."),
+    ("catch_up", "When the system comes back after an outage, each schedule has a setting for missed times: run them "
+                 "all, run only the most recent, or skip them and record the skip. Backlog is released at most 100 "
+                 "per second."),
+    ("tenant_isolation", "Each team may have at most 50 runs going at a time; the dispatcher picks teams round robin, "
+                         "and anything expected to take longer than 10 minutes goes to a separate set of machines."),
 ])
 def test_plain_phrasing_of_a_follow_up_earns_it(check_id: str, plain: str):
     check = _check(_section(6, plain), check_id)

@@ -48,19 +48,23 @@ LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[
                 r"renew\w* (its |the |a )?(claim|lock|reservation|ownership)",
                 r"claims? (with|that has) (an? )?(expiry|ttl|deadline)",
                 r"(claim|lock|reservation|ownership|session)s? (expires?|runs? out|times? out|lapses?)",
-                r"(ephemeral (node|key)|session) .{0,40}(expir|ttl|alive)")
+                r"(ephemeral (node|key)|session) .{0,40}(expir|ttl|alive)",
+                r"(extends?|renews?|pushes? (back|forward)) (the |its )?(expiry|deadline|visibility)",
+                r"\b(claimed|locked|leased|reserved)_until\b")
 LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
                   r"\bsequencer\b", r"\b(raft )?term number", r"(only|ever) (grows|increases|goes up)",
-                  r"\b(attempt|claim|ownership) (number|counter|version)\b.{0,80}\b(higher|greater|increment|bump|"
+                  r"\b(attempt|claim|ownership|delivery|receive|lease) (number|count|counter|version)\b.{0,80}\b("
+                  r"higher|greater|highest|increment|bump|"
                   r"older|lower|stale)",
                   r"\bzxid")
 FENCE_CHECK = pattern(r"\bcheck", r"\bverif", r"\breject", r"\bcompar", r"\bguard", r"\bconditional",
-                      r"where\b.{0,40}token", r"\bstale\b", r"\bolder\b", r"\bhigher\b", r"\brefus")
+                      r"where\b.{0,40}token", r"\bstale\b", r"\bolder\b", r"\bhigher\b", r"\brefus",
+                      r"\bonly accept", r"\bhighest\b")
 WRITE_PATH = pattern(r"\bwrite", r"\bcommit", r"\bcomplet", r"\bstorage\b", r"\bsink\b", r"downstream",
-                     r"side[- ]effect", r"\bledger", r"the job'?s own", r"\boutput", r"\bupdate")
+                     r"side[- ]effect", r"\bledger", r"the job'?s own", r"\boutput", r"\bupdate", r"\bresults?\b")
 
 # "Jobs may check this token if they want; it is up to the job": a check nobody must make is a token nothing checks.
 OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30}\b(check|verif|compar|reject)",
@@ -70,6 +74,8 @@ FIRE_TIME = r"(fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[
 DOUBLE_FIRE_MECHANISM = pattern(
     # A uniqueness guarantee counts when it is on the fire time, not on any column pair.
     rf"unique[^|]{{0,40}}{FIRE_TIME}", rf"{FIRE_TIME}[^|]{{0,40}}\bunique", rf"\(job(_id)?, ?{FIRE_TIME}",
+    rf"(primary|unique|composite) key\b[^|]{{0,30}}\b({FIRE_TIME}|minute)", r"\(job(_id)?, ?(the )?(\w+ )?minute\)",
+    r"keyed (by|on) (the )?job\b[^|]{0,30}\b(minute|fire|planned|scheduled|due)", r"duplicate[- ]key",
     r"on conflict", r"dedup(e|lication)? key", r"\bcas\b", r"compare[- ]and[- ]swap",
     r"conditional (update|write|insert|put)", r"for update", r"skip locked", r"claim (row|the row)",
     r"optimistic (lock|concurrency)", r"advisory lock", r"leader (election|lease)", r"elect\w*.{0,20}\bleader",
@@ -86,7 +92,7 @@ REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other) (s
                    r"duplicate")
 WHY = pattern(r"because", r"\bso that\b", r"\bwhich means\b", r"rather than", r"instead of", r"\bif (a|the|one) "
               r"(replica|leader|scheduler)", r"whichever", r"however (it|many)", r"no matter", r"failover",
-              r"\bwhy\b", r"failure profile", r"\bwithout\b")
+              r"\bwhy\b", r"failure profile", r"\bwithout\b", r"switch[- ]?over", r"\btake-?over")
 
 CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thundering herd", r"late[- ]start",
                    r"\bstampede",
@@ -96,7 +102,8 @@ CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thu
                    r"(was|is|been) down for")
 PER_JOB_POLICY = pattern(r"per[- ]job", r"\bpolic(y|ies)\b", r"configurable", r"job'?s own", r"on the job",
                          r"each job (has|chooses|picks|sets|carries|says|decides|declares)",
-                         r"\brule\b.{0,40}\b(per|each) job",
+                         r"\brule\b.{0,40}\b(per|each) job", r"(each|every|per) (schedule|job)\b.{0,30}\b(setting|"
+                         r"rule|option|choice)\b",
                          r"the (user|owner) (chooses|picks|decides|sets)")
 PACING = pattern(r"rate[- ]limit", r"\bpac(e|ed|ing)\b", r"admission", r"token bucket", r"\bspread", r"\bjitter",
                  r"throttl", r"drain(s|ed)? at", r"per second", r"/s\b")
@@ -105,7 +112,7 @@ TENANT_CAPS = pattern(rf"(per[- ]{TENANT}|{TENANT}).{{0,40}}\b(cap|limit|quota|m
                       r"\bquotas?\b", rf"\b(cap|limit|maximum)s? (per|for each|on each) {TENANT}",
                       rf"{TENANT}\W+(\w+\W+){{0,2}}(slots?|maximums?)\b",
                       rf"{TENANT}\b.{{0,30}}\b(at most|no more than|up to) \d+\b.{{0,30}}\b"
-                      r"(running|at once|concurrent)")
+                      r"(running|at once|concurrent|at a time|in flight|going)")
 FAIR_QUEUING = pattern(r"fair[- ]?(queu|shar|schedul)", r"\bweighted\b", r"(shares?|claims?)\b.{0,30}\bby weight",
                        r"round[- ]robin", r"\bdrr\b", r"deficit", rf"fair(ly)? between {TENANT}",
                        rf"(take|serve|pick)s? {TENANT} in turn", rf"(one|each) queue per {TENANT}")
@@ -115,7 +122,8 @@ DURATION_POOLS = pattern(r"(separate|dedicated|own) (worker )?pools?", r"pools? 
                          r"(machines|pool|workers|fleet|queue)",
                          r"(separate|dedicated|own) (machines|fleet|queue) for (long|short)",
                          r"long[- ]running (pool|queue|workers)", r"(short|long) pool", r"\bbulkhead",
-                         r"pools? of workers for")
+                         r"pools? of workers for",
+                         r"(separate|dedicated|own) (set|group|fleet|pool) of (machines|workers|hosts|nodes|runners)")
 
 EXECUTION_RECORDS = pattern(r"execution (record|row|history|log|table)s?", r"attempts? (table|row|record)s?",
                             r"run (record|history|table)s?", r"occurrence (row|record|table)s?", r"\baudit",

@@ -121,7 +121,10 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("catch_up", "every missed run fired at once", pattern(
         r"(all|every) (the )?(missed|overdue|past-due)\b.{0,60}\b(at once|immediately|in one burst|together)",
         r"fires? every (job|occurrence|run|execution)\b.{0,60}\b(in the past|has passed|missed)",
-        r"(run|fire)s? them all\b"), 1 / 3),
+        r"(run|fire)s? them all\b"), 1 / 3,
+                # "each schedule has a setting: run them all, run only the latest, or skip": options, not a choice
+                unless=pattern(r"\bor (skip|run only|run the (latest|most recent)|only the (latest|most recent))",
+                               r"\b(run|fire) them all\W+(\w+\W+){0,6}or\b")),
     WrongAnswer("storage_limits", "the store declared limitless", pattern(
         r"(removes?|eliminates?) (all )?(lock )?contention", r"scales? (infinitely|without (a )?limit|forever)",
         r"(postgres|the database|the store) is fine at\b"), 0.25),
