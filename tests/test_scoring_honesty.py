@@ -76,6 +76,16 @@ def test_double_negation_still_credits_the_mechanism():
                             "fires the jobs it sees in its copy of the log, so nothing is missed."),
     ("replica_double_fire", "When the cluster loses quorum, the remaining node keeps running as leader in "
                             "read-write mode; the unique key on (job, fire time) is in the log."),
+    ("lease_fencing", "Each worker takes a Redis lock on the job with a 30 s TTL and renews it with a heartbeat, "
+                      "which guarantees that only one worker ever runs the job."),
+    ("replica_double_fire", "Every scheduler replica polls the due jobs and checks whether the run has already "
+                            "been fired before it dispatches it, because the replicas share one database."),
+    ("proof_of_execution", "We know a job ran by checking the logs, and each attempt has a row in the executions "
+                           "table with its status."),
+    ("proof_of_execution", "Each execution row is marked done when it is handed to the queue, and at-least-once means "
+                           "jobs must be idempotent."),
+    ("storage_limits", "Postgres doesn't scale for queues, so past our current load we move the queue to Kafka "
+                       "and Cassandra."),
     ("catch_up", "After a restart the new owner fires every run whose next_run_at is in the past, under each job's "
                  "misfire policy, paced at 200 per second."),
     ("catch_up", "After downtime the scheduler skips all missed runs and starts again from the next fire time, "

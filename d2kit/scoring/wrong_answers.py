@@ -73,6 +73,11 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"(\w+ )?token"), 3 / 8),
     WrongAnswer("lease_fencing", "a fencing token treated as a timer (a lease expires; a token only orders writes)",
                 pattern(r"fencing tokens? (expir\w*|times? out|runs? out|has a ttl)"), 3 / 8),
+    WrongAnswer("lease_fencing", "a distributed lock trusted to keep one holder (a paused holder outlives its expiry)",
+                pattern(r"(redis|zookeeper|etcd|distributed|setnx)\W+(\w+\W+){0,3}lock\w*\b.{0,80}\b(ensures?|"
+                        r"guarantees?|so that|means) (that )?(only one|no two|never|a single)"), 3 / 8,
+                unless_anywhere=pattern(r"\bfenc", r"\bepoch\b", r"\bgeneration\b", r"version (number|counter)",
+                                        r"\btoken\b.{0,60}\b(check|reject|compar|refus)")),
     WrongAnswer("lease_fencing", "fencing tokens said to stop a second copy from running (they stop its writes)",
                 pattern(r"fenc\w*\b.{0,80}\b(two workers|second copy|two copies|split[- ]brain)\b.{0,30}\b(never|"
                         r"impossible|cannot|can'?t)\b",
@@ -103,6 +108,13 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                                         r"leader\b.{0,60}\b(fenc|epoch|term|token|pause|paused|gc)",
                                         r"\b(fenc\w*|epoch|term|token)\b.{0,60}\bleader", r"failover gap",
                                         r"unique\b.{0,40}\b(fire|schedul|run|due)")),
+    WrongAnswer("replica_double_fire", "a check whether the run already happened, then a separate write (two replicas "
+                "both pass the check)", pattern(
+        r"check(s|ed|ing)? (whether|if) (it|the job|the run|the occurrence|a run|this run) (has )?(already )?"
+        r"(ran|run|fired|been (run|fired|dispatched|scheduled)|exists)\b.{0,40}\b(before|then|first)",
+        r"\b(before|first)\b.{0,30}\bcheck(s|ing)? (whether|if) (it|the job|the run)\b.{0,20}\balready"), 0.6,
+                unless=pattern(r"\b(same transaction|atomic\w*|unique|conditional|compare[- ]and|lock(ed|s)?|"
+                               r"for update|if not exists|on conflict)\b")),
     WrongAnswer("replica_double_fire", "every replica fires every due job", pattern(
         r"(each|every|all) (of the )?(\w+ ){0,2}(replicas?|schedulers?|nodes?|followers?|instances?) (also )?"
         r"(fires?|runs?|dispatch\w*|triggers?) "
@@ -125,6 +137,16 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 # "each schedule has a setting: run them all, run only the latest, or skip": options, not a choice
                 unless=pattern(r"\bor (skip|run only|run the (latest|most recent)|only the (latest|most recent))",
                                r"\b(run|fire) them all\W+(\w+\W+){0,6}or\b")),
+    WrongAnswer("proof_of_execution", "the logs, or a status set at hand-off, as proof that a job ran", pattern(
+        r"(know|tell|prove|confirm|see|check)\w*\b.{0,40}\b(ran|run|executed|succeeded)\b.{0,30}\b(from|in|by "
+        r"(checking|reading|grepping)) (the )?logs?\b",
+        r"\blogs?\b.{0,30}\b(prove|show|tell us|confirm)\w*\b.{0,30}\b(it |the job |a job )?(ran|run|executed)\b",
+        r"\b(marked|set to|status (is )?set to|becomes?) ['\"`]?(done|complete|completed|succeeded|finished)\b.{0,40}"
+        r"\bwhen (it is |the job is )?(handed|sent|published|dispatched|enqueued|pushed|put on)"), 1 / 3),
+    WrongAnswer("storage_limits", "the store said not to scale, with no number", pattern(
+        r"(postgres\w*|mysql|sql|relational databases?|the database|rdbms)\b.{0,20}\b(doesn'?t|does not|can'?t|"
+        r"cannot|won'?t|will not|is not (built|made) to) (\w+ )?scale"), 0.25,
+                unless=pattern(r"\d")),
     WrongAnswer("storage_limits", "the store declared limitless", pattern(
         r"(removes?|eliminates?) (all )?(lock )?contention", r"scales? (infinitely|without (a )?limit|forever)",
         r"(postgres|the database|the store) is fine at\b"), 0.25),
