@@ -283,6 +283,12 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
     ("catch_up", "When the system comes back after an outage, each schedule has a setting for missed times: run them "
                  "all, run only the most recent, or skip them and record the skip. Backlog is released at most 100 "
                  "per second."),
+    ("lease_fencing", "When a machine takes a run, the database adds one to the run's turn number and sets "
+                      "held_until to its own now() + 30 s; the machine renews every 10 s. Every write the job makes "
+                      "through our result store carries the turn, and the store refuses anything lower than the "
+                      "highest it has seen."),
+    ("delivery_semantics", "We promise each planned run starts at least once: if a machine is lost mid-run the run "
+                           "can start again, so a job that touches money must drop repeats using the run id."),
     ("tenant_isolation", "Each team may have at most 50 runs going at a time; the dispatcher picks teams round robin, "
                          "and anything expected to take longer than 10 minutes goes to a separate set of machines."),
 ])
@@ -299,9 +305,12 @@ def test_failures_told_in_plain_words_have_their_three_legs():
                         "writes are refused by the store; the message becomes visible again and is received again "
                         "by a different consumer.\n"
                         "Planner dies mid-batch: seen through the planning-lag metric; nothing half-done survives "
-                        "because planning is one transaction; other planners take its jobs on their next pass.")
+                        "because planning is one transaction; other planners take its jobs on their next pass.\n"
+                        "Machine cut off but still running: the database notices at held_until; its writes are "
+                        "refused because its turn is old; the run is taken again with a higher turn, and the tidy-up "
+                        "process sets those runs back to waiting so another machine plans them.")
     items = failure_items(parse(plain))
-    assert len(items) == 3 and all(i.complete for i in items), [(i.title, i.missing_legs()) for i in items]
+    assert len(items) == 4 and all(i.complete for i in items), [(i.title, i.missing_legs()) for i in items]
 
 
 def test_a_time_bound_is_not_containment():

@@ -28,6 +28,7 @@ DELIVERY_LIMIT = pattern(
     r"(idempoten|fencing|dedup).{0,120}\b(exactly[- ]once|duplicate|twice|more than once|retr(y|ies)|re-?run)",
     r"at[- ]least[- ]once.{0,120}\bidempoten",
     r"(exactly[- ]once|duplicate|twice|more than once).{0,120}\b(idempoten|fencing|dedup)",
+    r"at[- ]least[- ]once.{0,160}\b(drop|ignore|skip|discard|detect)s? (the )?(repeats?|duplicates?|second (run|copy))",
 )
 
 LATENCY = pattern(r"\blate\b", r"latency", r"lateness", r"\bon time\b", r"start(s|ed)? within", r"fires? within",
@@ -50,7 +51,8 @@ LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[
                 r"(claim|lock|reservation|ownership|session)s? (expires?|runs? out|times? out|lapses?)",
                 r"(ephemeral (node|key)|session) .{0,40}(expir|ttl|alive)",
                 r"(extends?|renews?|pushes? (back|forward)) (the |its )?(expiry|deadline|visibility)",
-                r"\b(claimed|locked|leased|reserved)_until\b")
+                r"\b(claimed|locked|leased|reserved|held)_until\b", r"\brenew(s|als?)? every \d",
+                r"\bholds?\b.{0,30}\b(runs? out|expir\w*|times? out|lapses?)")
 LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
@@ -59,7 +61,9 @@ FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token
                   r"\b(attempt|claim|ownership|delivery|receive|lease) (number|count|counter|version)\b.{0,80}\b("
                   r"higher|greater|highest|increment|bump|"
                   r"older|lower|stale)",
-                  r"\bzxid")
+                  r"\bzxid",
+                  r"(adds? one to|increments?|bumps?) (the |its |a )?(\w+'?s? )?(\w+ )?"
+                  r"(number|counter|count|version)\b")
 FENCE_CHECK = pattern(r"\bcheck", r"\bverif", r"\breject", r"\bcompar", r"\bguard", r"\bconditional",
                       r"where\b.{0,40}token", r"\bstale\b", r"\bolder\b", r"\bhigher\b", r"\brefus",
                       r"\bonly accept", r"\bhighest\b")

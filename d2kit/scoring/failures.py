@@ -47,10 +47,10 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"\b(goes|go|put|puts|moved?) (\w+ ){0,2}back\b", r"\bcontinues?\b", r"\breplac",
         r"\bmoves? (it |the \w+ )?(back|on)\b", r"\bre-?sync", r"\bdrains? (the )?backlog", r"\bbacklog drains",
         # SQS's words: the message "becomes visible again" and "is received again" by another consumer.
-        r"\b(visible|available) again\b", r"\bsets? (it |them |the \w+ )?back\b",
-        r"\b(claimed|received|delivered|planned|handed out|picked up|started) again\b",
+        r"\b(visible|available) again\b", r"\bsets? (\w+ ){0,2}back\b",
+        r"\b(claimed|received|delivered|planned|handed out|picked up|started|taken|given|assigned) again\b",
         r"\b(another|other|a new|the next) (\w+ )?(worker|runner|consumer|node|replica|planner|scheduler|instance|"
-        r"owner|leader)s? (takes?|claims?|picks?|runs?|receives?|gets?)\b",
+        r"owner|leader|machine|host|process)s? (takes?|claims?|picks?|runs?|receives?|gets?|plans?|handles?)\b",
     ),
 }
 LABEL = re.compile(
@@ -76,7 +76,8 @@ FAILURE_CLASSES: dict[str, re.Pattern[str]] = {
     "worker death": pattern(r"worker.{0,40}\b(crash|die|dies|died|dead|death|killed|oom|lost|fail)",
                             r"\b(crash|death|loss) of a worker"),
     "worker partition or pause": pattern(r"partition", r"split[- ]brain", r"zombie", r"\bgc\b", r"\bpaus",
-                                         r"stall", r"\bhung\b", r"slow worker", r"unreachable"),
+                                         r"stall", r"\bhung\b", r"slow worker", r"unreachable", r"\bcut off\b",
+                                         r"\bfr(o|ee)z(en|es?)\b"),
     "scheduler death": pattern(r"scheduler.{0,40}\b(crash|die|dies|died|dead|down|fail|restart|lost)",
                                r"leader.{0,30}\b(loss|lost|dies|died|fail)", r"replica.{0,30}\b(dies|died|crash|fail)"),
     "store failure": pattern(r"(database|\bdb\b|postgres|storage|primary|\bstore\b|queue|broker|kafka|redis)"
