@@ -97,3 +97,17 @@ def test_score_calibration_command_prints_both_halves(monkeypatch: pytest.Monkey
     assert result.exit_code == 0, result.output
     assert "tuning: 2 of 2 in band" in result.output and "held-out: no attempts yet" in result.output
     assert (tmp_path / "results.json").is_file()
+
+
+@pytest.mark.parametrize("half", calibration.HALVES)
+def test_each_half_lists_exactly_its_attempts_with_a_band_and_a_reason(half: str):
+    """Structure only, whatever the half holds: the held-out half is scored once by the lead, never by the tests."""
+    directory = calibration.CALIBRATION_DIR / half
+    entries = yaml.safe_load((directory / "bands.yaml").read_text(encoding="utf-8")).get("attempts") or {}
+    assert sorted(entries) == sorted(p.name for p in directory.glob("*.md"))
+    for name, entry in entries.items():
+        low, high = entry["band"]
+        assert 0 <= low < high <= 100, name
+        assert entry.get("reason") and entry.get("tier"), name
+    if half == "tuning":
+        assert len(entries) >= 30
