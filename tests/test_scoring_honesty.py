@@ -289,6 +289,15 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
                       "highest it has seen."),
     ("delivery_semantics", "We promise each planned run starts at least once: if a machine is lost mid-run the run "
                            "can start again, so a job that touches money must drop repeats using the run id."),
+    ("replica_double_fire", "Timers live in DynamoDB items keyed by (minute bucket, job id); each poller owns a set "
+                            "of buckets, and it claims a due timer with a conditional update on its status, so two "
+                            "pollers cannot both claim it even if they overlap during a handover."),
+    ("replica_double_fire", "Each partition of the due-runs topic is consumed by one planner at a time, and the "
+                            "planner writes the run with a put-if-absent on run_id = job_id + scheduled time, so a "
+                            "rebalance that hands the partition to a second planner cannot create the run twice."),
+    ("lease_fencing", "Every claim is an item with an expires_at set by a conditional write, and the worker extends it "
+                      "every 10 s; each claim increments attempt_no, and the payments service stores the highest "
+                      "attempt_no per run and rejects any write with a lower one."),
     ("tenant_isolation", "Each team may have at most 50 runs going at a time; the dispatcher picks teams round robin, "
                          "and anything expected to take longer than 10 minutes goes to a separate set of machines."),
 ])

@@ -52,15 +52,15 @@ LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[
                 r"(ephemeral (node|key)|session) .{0,40}(expir|ttl|alive)",
                 r"(extends?|renews?|pushes? (back|forward)) (the |its )?(expiry|deadline|visibility)",
                 r"\b(claimed|locked|leased|reserved|held)_until\b", r"\brenew(s|als?)? every \d",
+                r"\b(expires|lease|claim|deadline)_at\b", r"\b(extends?|renews?) (it|them) every",
                 r"\bholds?\b.{0,30}\b(runs? out|expir\w*|times? out|lapses?)")
 LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
                   r"\bsequencer\b", r"\b(raft )?term number", r"(only|ever) (grows|increases|goes up)",
-                  r"\b(attempt|claim|ownership|delivery|receive|lease) (number|count|counter|version)\b.{0,80}\b("
-                  r"higher|greater|highest|increment|bump|"
-                  r"older|lower|stale)",
+                  r"\b(attempt|claim|ownership|delivery|receive|lease)[_ ](number|no|num|count|counter|version)\b"
+                  r".{0,80}\b(higher|greater|highest|increment|bump|older|lower|stale)",
                   r"\bzxid",
                   r"(adds? one to|increments?|bumps?) (the |its |a )?(\w+'?s? )?(\w+ )?"
                   r"(number|counter|count|version)\b")
@@ -80,6 +80,7 @@ DOUBLE_FIRE_MECHANISM = pattern(
     rf"unique[^|]{{0,40}}{FIRE_TIME}", rf"{FIRE_TIME}[^|]{{0,40}}\bunique", rf"\(job(_id)?, ?{FIRE_TIME}",
     rf"(primary|unique|composite) key\b[^|]{{0,30}}\b({FIRE_TIME}|minute)", r"\(job(_id)?, ?(the )?(\w+ )?minute\)",
     r"keyed (by|on) (the )?job\b[^|]{0,30}\b(minute|fire|planned|scheduled|due)", r"duplicate[- ]key",
+    r"\b(put|create|insert|write)[- ]if[- ](absent|not[- ]exists)",
     r"on conflict", r"dedup(e|lication)? key", r"\bcas\b", r"compare[- ]and[- ]swap",
     r"conditional (update|write|insert|put)", r"for update", r"skip locked", r"claim (row|the row)",
     r"optimistic (lock|concurrency)", r"advisory lock", r"leader (election|lease)", r"elect\w*.{0,20}\bleader",
@@ -90,13 +91,15 @@ DOUBLE_FIRE_MECHANISM = pattern(
     r"owns?\b.{0,20}\b(slice|bucket|partition|shard|range)s?\b", r"attribute_not_exists",
     r"(one|a single) (owner|planner|dispatcher) (per|for each) (slice|bucket|partition|shard)",
 )
-REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other) (schedulers?|planners?|dispatchers?|"
-                   r"instances|coordinators?|owners?)", r"more than one (scheduler|planner|dispatcher|owner)",
+REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other|a second|the second) "
+                   r"(schedulers?|planners?|dispatchers?|instances|coordinators?|owners?|pollers?|consumers?)",
+                   r"more than one (scheduler|planner|dispatcher|owner|poller|consumer)",
                    r"both (replicas|schedulers)", r"\bby both\b", r"\btwice\b", r"double[- ]?(fire|dispatch|run)",
                    r"duplicate")
 WHY = pattern(r"because", r"\bso that\b", r"\bwhich means\b", r"rather than", r"instead of", r"\bif (a|the|one) "
               r"(replica|leader|scheduler)", r"whichever", r"however (it|many)", r"no matter", r"failover",
-              r"\bwhy\b", r"failure profile", r"\bwithout\b", r"switch[- ]?over", r"\btake-?over")
+              r"\bwhy\b", r"failure profile", r"\bwithout\b", r"switch[- ]?over", r"\btake-?over", r"\beven if\b",
+              r"\bhand-?over\b", r"\brebalanc")
 
 CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thundering herd", r"late[- ]start",
                    r"\bstampede",
