@@ -322,6 +322,14 @@ def test_failures_told_in_plain_words_have_their_three_legs():
     assert len(items) == 4 and all(i.complete for i in items), [(i.title, i.missing_legs()) for i in items]
 
 
+def test_an_executor_or_runner_is_a_worker():
+    crash = _section(7, "- **Executor crash.** Detected: the coordinator's session timeout (30 s). Contained: its "
+                        "partitions are reassigned and the epoch bumped, so its late writes are rejected. Recovered: "
+                        "the new owner re-runs the orphaned executions.")
+    coverage = _check(crash, "failure_coverage")
+    assert any(e.text.startswith("worker death") for e in coverage.evidence), coverage.evidence
+
+
 def test_a_time_bound_is_not_containment():
     timed = _section(7, "- **Worker crashes.** Its heartbeats stop, so after at most 60 s the lease expires and the "
                         "reaper notices; the reaper puts the execution back to pending.")

@@ -72,9 +72,10 @@ MIN_LEG_WORDS = 3  # after a label: "Detection: yes" is not a leg
 MIN_SENTENCE_WORDS = 5
 
 # The failures the prompt names. Each is covered by an item whose title or text matches.
+WORKER = r"(worker|executor|runner|consumer|agent)"  # what runs the job, in the words systems use
 FAILURE_CLASSES: dict[str, re.Pattern[str]] = {
-    "worker death": pattern(r"worker.{0,40}\b(crash|die|dies|died|dead|death|killed|oom|lost|fail)",
-                            r"\b(crash|death|loss) of a worker"),
+    "worker death": pattern(rf"{WORKER}.{{0,40}}\b(crash|die|dies|died|dead|death|killed|oom|lost|fail)",
+                            rf"\b(crash|death|loss) of an? {WORKER}"),
     "worker partition or pause": pattern(r"partition", r"split[- ]brain", r"zombie", r"\bgc\b", r"\bpaus",
                                          r"stall", r"\bhung\b", r"slow worker", r"unreachable", r"\bcut off\b",
                                          r"\bfr(o|ee)z(en|es?)\b"),
