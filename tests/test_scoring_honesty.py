@@ -130,6 +130,25 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     assert not any(m.startswith("wrong answer") for m in _check(fenced, "replica_double_fire").missing)
 
 
+@pytest.mark.parametrize("right", [
+    "NTP keeps the clocks within about 100 ms, but we never compare clocks across nodes: only the database's now() "
+    "decides expiry.",
+    "Postgres is fine at 833/s, but at about 10,000 writes/s vacuum falls behind and the claim query contends.",
+    "A Redis lock with a TTL does not guarantee that only one worker runs the job, because a paused holder outlives "
+    "its TTL; the store checks a generation number.",
+    "We never check whether the run already happened before dispatching it; the unique key on (job_id, fire_time) "
+    "does that.",
+    "Cron on a single box skips missed runs silently; we record every skipped run with its reason.",
+    "Kafka transactions give exactly-once inside Kafka, but not for the job's side effects, which need the job's "
+    "cooperation.",
+    "If the leader loses quorum it steps down and stops firing.",
+    "Per-tenant caps are never unlimited: the default is 50.",
+])
+def test_a_right_answer_that_mentions_a_wrong_one_is_not_charged(right: str):
+    report = score_text(_section(6, right))
+    assert not any(m.startswith("wrong answer") for c in report.criteria for k in c.checks for m in k.missing)
+
+
 def test_naming_a_wrong_answer_to_reject_it_is_not_charged():
     discussed = _section(6, "Re-dispatching on timeout without a fencing token would run two copies at once, so "
                             "every attempt carries a token from a database sequence that the sink checks on write.")

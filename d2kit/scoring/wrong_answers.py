@@ -100,7 +100,10 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"compar\w*\b.{0,60}\btimestamps?\b.{0,60}\b(with|against|to)\b.{0,20}\b(its|their|the \w+'?s?) own clock",
         r"\bntp\b.{0,80}\b(comparable|in sync|synchroni[sz]ed|keeps?|guarantees?|ensures?|solves?)\b",
         r"(in sync|synchroni[sz]ed) (by|with|via|using) ntp",
-        r"worker'?s? (own )?timestamps? (can|could) be compared"), 0.0),
+        r"worker'?s? (own )?timestamps? (can|could) be compared"), 0.0,
+                # "NTP keeps them close, but we never compare clocks: only the database's now() decides"
+                unless=pattern(r"\b(never|not|don'?t|do not|nobody) (compares?|relys?|relies|depends?|trusts?)\b",
+                               r"\bonly the (database|db|store|server)'?s?\b")),
     WrongAnswer("replica_double_fire", "leader election alone, with nothing on the failover gap or a paused old "
                 "leader", pattern(r"\b(only|just) (the )?leader\b.{0,60}\b(fires?|dispatch\w*|reads?|publish\w*|"
                                   r"schedul\w*|runs?)\b"), 0.6,
@@ -149,7 +152,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 unless=pattern(r"\d")),
     WrongAnswer("storage_limits", "the store declared limitless", pattern(
         r"(removes?|eliminates?) (all )?(lock )?contention", r"scales? (infinitely|without (a )?limit|forever)",
-        r"(postgres|the database|the store) is fine at\b"), 0.25),
+        r"(postgres|the database|the store) is fine at\b"), 0.25,
+                unless=pattern(r"\b(but|until|breaks?|limits?|ceiling|falls? behind|saturat\w*)\b")),
 )
 
 
