@@ -37,6 +37,19 @@ def test_a_sentence_that_denies_a_mechanism_earns_nothing_for_it():
     assert _check(no_election, "replica_double_fire").points == 0
 
 
+def test_a_mechanism_the_attempt_rejects_is_not_its_mechanism_but_the_rejection_is_a_reason():
+    one_box = (_section(5, "Everything runs on one machine: cron starts a wrapper that runs the job and retries it.")
+               + _section(9, "I rejected a distributed scheduler with leader election and a queue, because it adds "
+                             "several moving parts we do not need at 20,000 runs a day."))
+    assert _check(one_box, "replica_double_fire").points == 0
+    leader = (_section(6, "Three scheduler nodes elect a leader through an etcd lease, and every write the leader "
+                          "makes checks its epoch row, so two leaders never both write.")
+              + _section(9, "I rejected all-active schedulers polling with FOR UPDATE SKIP LOCKED because at this "
+                            "scale one leader is simpler and keeps exact per-tenant counts."))
+    check = _check(leader, "replica_double_fire")
+    assert check.points == check.max_points, check.missing
+
+
 def test_double_negation_still_credits_the_mechanism():
     affirmed = _section(6, "No write reaches the ledger without a valid fencing token, because the store compares "
                            "the token with the highest one it has seen and rejects older ones.")
@@ -60,6 +73,8 @@ def test_double_negation_still_credits_the_mechanism():
                  "under the per-job misfire policy."),
     ("delivery_semantics", "We guarantee exactly-once execution end to end, including side effects, so users do "
                            "not need to make their jobs idempotent; at-least-once is the fallback."),
+    ("delivery_semantics", "Jobs go through an SQS FIFO queue, which has exactly-once delivery, so duplicates don't "
+                           "happen and a retry is harmless."),
     ("delivery_semantics", "Delivery is at-most-once, which means every job is guaranteed to run and none runs "
                            "twice, so we tell users their jobs need no idempotency."),
     ("delivery_semantics", "Each retry is sent with a fresh idempotency key, so the sink can tell the retries apart "

@@ -92,7 +92,8 @@ DOUBLE_FIRE_MECHANISM = pattern(
     r"(one|a single) (owner|planner|dispatcher) (per|for each) (slice|bucket|partition|shard)",
 )
 REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other|a second|the second) "
-                   r"(schedulers?|planners?|dispatchers?|instances|coordinators?|owners?|pollers?|consumers?)",
+                   r"(schedulers?|planners?|dispatchers?|instances|coordinators?|owners?|pollers?|consumers?|leaders|"
+                   r"nodes|standbys)",
                    r"more than one (scheduler|planner|dispatcher|owner|poller|consumer)",
                    r"both (replicas|schedulers)", r"\bby both\b", r"\btwice\b", r"double[- ]?(fire|dispatch|run)",
                    r"duplicate")
@@ -221,13 +222,16 @@ def lease_fencing(doc: Document) -> Finding:
 
 def replica_double_fire(doc: Document) -> Finding:
     units = _deep_dive_first(doc)
+    mechanism = component(units, DOUBLE_FIRE_MECHANISM,
+                          "no mechanism (unique (job, fire time), claim CAS, leader lease) stops a double fire")
     return combine([
-        (0.6, component(units, DOUBLE_FIRE_MECHANISM,
-                        "no mechanism (unique (job, fire time), claim CAS, leader lease) stops a double fire")),
+        (0.6, mechanism),
         (0.2, component(units, DOUBLE_FIRE_MECHANISM, "the mechanism is not tied to several scheduler replicas",
                         also=REPLICAS)),
+        # Once a mechanism is used, rejecting another with a reason ("we rejected SKIP LOCKED because ...") is
+        # the reason for the choice.
         (0.2, component(units, DOUBLE_FIRE_MECHANISM, "no reason or failure profile for the mechanism chosen",
-                        also=WHY)),
+                        also=WHY, deniable=not mechanism.evidence)),
     ])
 
 

@@ -46,7 +46,10 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"exactly[- ]once\b.{0,60}\b(end[- ]to[- ]end|side[- ]effects?|execution|guarantee)",
         r"(end[- ]to[- ]end|guarantee\w*|provides?|promises?|deliver\w*|achieve\w*)\W+(\w+\W+){0,3}exactly[- ]once",
         r"(users?|tenants?|jobs?|authors?) (don'?t|do not|never) (need|have) to (make|change|write)",
-        r"side[- ]effects? (can )?never (happen|run|occur)s? twice"), 0.0, COOPERATION),  # the rubric's "none"
+        r"side[- ]effects? (can )?never (happen|run|occur)s? twice",
+        r"\b(has|gives?|offers?|with) exactly[- ]once (delivery|execution|processing|semantics)\b.{0,60}\bduplicates?",
+        r"duplicates? (don'?t|do not|never|can'?t|cannot|won'?t) (happen|occur)"),
+                0.0, COOPERATION),  # the rubric's "none"
     WrongAnswer("delivery_semantics", "at-most-once said to guarantee that every job runs", pattern(
         r"at[- ]most[- ]once\b.{0,100}\b(guaranteed to (run|fire|execute)|always (runs|fires)|"
         r"every (job|run) (is guaranteed|runs|will run))"), 0.0,
