@@ -46,6 +46,25 @@ def test_a_checkable_calculation_that_is_wrong_is_not_counted():
     assert "does not check out" in " ".join(score_text(doc_text).criteria[2].checks[0].missing)
 
 
+def test_a_result_in_other_units_or_with_another_number_than_its_expression_is_wrong():
+    wrong = ["Peak: 50,000 / 60 ≈ 8,300 executions/s.",  # the bare numbers give 833
+             "Storage: 10M × 1 KB = 10 GB per second of history.",  # no per second anywhere in it
+             "Locks: 830/s × 30 s lease = 25,000 locks/s.",  # the units cancel: 25,000 locks
+             "Concurrency = 830 ÷ 20 s ≈ 41 concurrent jobs."]  # Little's law inverted: a rate, not a count
+    right = ["Peak: 50,000 / 60 ≈ 833 executions/s.", "Storage: 10M × 1 KB = 10 GB.",
+             "Dead tuples: 3,000 updates/s × 86,400 s ≈ 260M dead tuples/day.",  # over a day, written per day
+             "Running at once: 830 × 20 s ≈ 16,700."]  # the unit left off the result
+    assert [find_calculation(s)[1] for s in wrong] == [False] * 4
+    assert [find_calculation(s)[1] for s in right] == [True] * 4
+
+
+def test_a_rate_left_implicit_is_excused_only_when_the_document_states_it():
+    stated = parse(_section(2, "Executions: 72M runs/day.\n\nHistory: 72M × 300 B ≈ 21.6 GB/day."))
+    unstated = parse(_section(2, "Executions: 72M runs in all.\n\nHistory: 72M × 300 B ≈ 21.6 GB/day."))
+    assert [c.checks_out for c in calculations(stated)] == [True]
+    assert [c.checks_out for c in calculations(unstated)] == [False]
+
+
 def test_a_growth_factor_is_not_an_estimate_of_the_stores_limit():
     vague = _section(8, "At 10x the database breaks first because of lock contention, so we partition it.")
     numbered = _section(8, "The database breaks first at about 2,000 jobs/s because of lock contention, "
