@@ -50,6 +50,12 @@ def test_a_mechanism_the_attempt_rejects_is_not_its_mechanism_but_the_rejection_
     assert check.points == check.max_points, check.missing
 
 
+def test_a_negation_covers_every_mechanism_it_lists():
+    listed = _section(6, "We don't use leases or heartbeats. A run that has been running for longer than its "
+                         "max_runtime (by the database's now()) is assumed dead and moved back to queued.")
+    assert _check(listed, "lease_fencing").points == 0
+
+
 def test_double_negation_still_credits_the_mechanism():
     affirmed = _section(6, "No write reaches the ledger without a valid fencing token, because the store compares "
                            "the token with the highest one it has seen and rejects older ones.")
