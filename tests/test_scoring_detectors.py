@@ -50,7 +50,7 @@ def test_a_result_in_other_units_or_with_another_number_than_its_expression_is_w
     wrong = ["Peak: 50,000 / 60 ≈ 8,300 executions/s.",  # the bare numbers give 833
              "Storage: 10M × 1 KB = 10 GB per second of history.",  # no per second anywhere in it
              "Locks: 830/s × 30 s lease = 25,000 locks/s.",  # the units cancel: 25,000 locks
-             "Concurrency = 830 ÷ 20 s ≈ 41 concurrent jobs."]  # Little's law inverted: a rate, not a count
+             "Concurrency = 830 ÷ 20 s ≈ 41 concurrent jobs, so 41 workers."]  # Little's law inverted
     right = ["Peak: 50,000 / 60 ≈ 833 executions/s.", "Storage: 10M × 1 KB = 10 GB.",
              "Dead tuples: 3,000 updates/s × 86,400 s ≈ 260M dead tuples/day.",  # over a day, written per day
              "Running at once: 830 × 20 s ≈ 16,700."]  # the unit left off the result
@@ -83,8 +83,9 @@ def test_it_retries_is_not_a_failure_analysis():
 
 def test_naming_the_legs_is_not_having_them():
     text = _section(7, "- Worker crash: Kubernetes handles detection, containment and recovery for us.\n"
-                       "- Scheduler crash: Detection: yes. Containment: yes. Recovery: yes.")
-    assert [len(item.legs) for item in failure_items(parse(text))] == [0, 0]
+                       "- Scheduler crash: Detection: yes. Containment: yes. Recovery: yes.\n"
+                       "- Database fails: detected, contained and recovered by Kafka, which holds the leases.")
+    assert [len(item.legs) for item in failure_items(parse(text))] == [0, 0, 0]
 
 
 COMPLETE_FAILURE = ("Detection: the reaper sees the lease expire 30 s after the last heartbeat. "

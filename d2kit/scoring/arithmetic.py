@@ -289,8 +289,11 @@ def check_steps(text: str, qs: list[Quantity], rates: frozenset[pint.Quantity] =
         lefts = (chain or [previous])[:]
         chain = lefts + [run]
         right = qs[run[0]]
-        if run[1] > run[0] or _is_result_chained(text, qs, run) and not _comparable(text, qs, lefts[-1], right.amount):
-            continue  # an expression or an input ("1 KB per job, so 10M jobs = 10 GB"): the next result checks it
+        if run[1] > run[0] or _is_result_chained(text, qs, run) and lefts[-1][0] == lefts[-1][1] and \
+                not _comparable(text, qs, lefts[-1], right.amount):
+            # An expression, or an input ("1 KB per job, so 10M jobs = 10 GB"): the next result checks it. What
+            # follows an expression is its result, even if more follows ("830 ÷ 20 s ≈ 41 jobs, so 41 workers").
+            continue
         if not right.has_unit and not any(qs[i].has_unit for left in lefts for i in range(left[0], left[1] + 1)):
             continue
         verdict, holds = _judge(text, qs, runs[:index + 1], lefts, run, rates)

@@ -3,7 +3,8 @@
 Legs are recognised either by a label with something after it ("Containment: the stale token is
 rejected by ...") or by what a sentence says it does ("the reaper notices the lease expired ...").
 The nouns themselves do not count on their own, so "Kubernetes handles detection, containment and
-recovery" earns nothing, and neither does "it retries".
+recovery" earns nothing, and neither does "it retries", nor the legs' names listed as verbs ("detected,
+contained and recovered by Kafka").
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ LEG_HEADERS: dict[str, re.Pattern[str]] = {
 # "Detection: not needed, since ...": a label followed by a refusal is no leg.
 NO_LEG = re.compile(r"^\W*(not (needed|required|applicable|possible|necessary)|none\b|nothing\b|n/?a\b|no need|"
                     r"unnecessary|impossible|skipped)", re.I)
+# "detected, contained and recovered": the legs' names listed, which says none of them.
+LEG_NAMES_LISTED = re.compile(r"\b(detect|contain|recover)\w*(\s*(,|/|&|\band\b|\bor\b)\s*(and\s+)?"
+                              r"(detect|contain|recover)\w*)+", re.I)
 MIN_LEG_WORDS = 3  # after a label: "Detection: yes" is not a leg
 MIN_SENTENCE_WORDS = 5
 
@@ -147,7 +151,7 @@ def _legs_in_unit(unit: Unit, found: dict[str, Evidence]) -> None:
             if word_count(leg_text) >= MIN_LEG_WORDS and not NO_LEG.match(leg_text):
                 found.setdefault(_leg_of(label.group(1)), Evidence.of(unit, re.compile(re.escape(label.group(1)))))
             continue
-        for _, sentence in sentences(segment):
+        for _, sentence in sentences(LEG_NAMES_LISTED.sub(" ", segment)):
             if word_count(sentence) < MIN_SENTENCE_WORDS or is_question(sentence):
                 continue
             for leg, leg_pattern in LEGS.items():
