@@ -338,6 +338,10 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
     ("lease_fencing", "Every claim is an item with an expires_at set by a conditional write, and the worker extends it "
                       "every 10 s; each claim increments attempt_no, and the payments service stores the highest "
                       "attempt_no per run and rejects any write with a lower one."),
+    ("replica_double_fire", "Three planner copies each take a batch of jobs no other copy holds (row locks, "
+                            "skipping rows someone else holds), and the pair (job, due moment) is unique, so a "
+                            "second copy that plans the same moment is refused; no boss is elected, so there is no "
+                            "takeover gap."),
     ("tenant_isolation", "Each team may have at most 50 runs going at a time; the dispatcher picks teams round robin, "
                          "and anything expected to take longer than 10 minutes goes to a separate set of machines."),
 ])
@@ -362,6 +366,17 @@ def test_failures_told_in_plain_words_have_their_three_legs():
     assert len(items) == 4 and all(i.complete for i in items), [(i.title, i.missing_legs()) for i in items]
 
 
+def test_a_machine_is_a_worker_and_a_planner_a_scheduler():
+    plain = _section(7, "A machine dies: we notice when its claim runs out by the database clock; the damage is "
+                        "contained because its number is now old and refused; we recover by handing the run to "
+                        "another machine with a bigger number.\n\n"
+                        "A planner copy dies: noticed by a planning-lag number that alerts past 60 seconds; contained "
+                        "because its unfinished work was never committed; recovered by the other copies within one "
+                        "polling round.")
+    covered = {e.text.split(":")[0] for e in _check(plain, "failure_coverage").evidence}
+    assert {"worker death", "scheduler death"} <= covered, covered
+
+
 def test_an_executor_or_runner_is_a_worker():
     crash = _section(7, "- **Executor crash.** Detected: the coordinator's session timeout (30 s). Contained: its "
                         "partitions are reassigned and the epoch bumped, so its late writes are rejected. Recovered: "
@@ -381,6 +396,15 @@ def test_a_planned_or_nominal_time_is_a_fire_time():
         unique = _section(6, f"Three planners insert run rows with a uniqueness rule on (job_id, {words}), so if two "
                              "planners race, the second insert does nothing.")
         assert _check(unique, "replica_double_fire").points >= 4, words
+
+
+def test_a_paragraph_that_rejects_several_alternatives_counts_each():
+    paragraph = _section(9, "I turned down a single elected leader because while it is replaced runs are late and a "
+                            "paused leader can still write. I rejected Redis for the due times because a failover can "
+                            "lose writes it already acknowledged. I ruled out Kafka as the queue because a delayed job "
+                            "has no place in a log, so we would still need a store of future fire times.")
+    listed = _section(9, "\n".join(f"- {s}." for s in paragraph.split("\n\n")[1].rstrip("\n.").split(". ")))
+    assert _check(paragraph, "rejections").points == _check(listed, "rejections").points == 15
 
 
 # -- 4. pasted text -----------------------------------------------------------------------------------

@@ -74,7 +74,8 @@ WRITE_PATH = pattern(r"\bwrite", r"\bcommit", r"\bcomplet", r"\bstorage\b", r"\b
 OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30}\b(check|verif|compar|reject)",
                          r"up to the (job|author|user|tenant)", r"if (it|they) (wants?|chooses?|likes?)")
 # Quartz's fire time, Temporal's scheduled time, Oozie's nominal time, Airflow's logical date, a planned time.
-FIRE_TIME = r"(fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?(time|at|minute|timestamp|date)\b"
+FIRE_TIME = (r"(fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?"
+             r"(time|at|minute|timestamp|date|moment)\b")
 DOUBLE_FIRE_MECHANISM = pattern(
     # A uniqueness guarantee counts when it is on the fire time, not on any column pair.
     rf"unique[^|]{{0,40}}{FIRE_TIME}", rf"{FIRE_TIME}[^|]{{0,40}}\bunique", rf"\(job(_id)?, ?{FIRE_TIME}",
@@ -90,6 +91,8 @@ DOUBLE_FIRE_MECHANISM = pattern(
     r"(slice|bucket|partition|shard|range)s? (owner|ownership)",
     r"owns?\b.{0,20}\b(slice|bucket|partition|shard|range)s?\b", r"attribute_not_exists",
     r"(one|a single) (owner|planner|dispatcher) (per|for each) (slice|bucket|partition|shard)",
+    # SKIP LOCKED and a unique key in plain words: "row locks, skipping rows someone else holds", "the unique pair".
+    r"\brow locks?\b", r"\bskip(s|ping)? (the )?rows?\b", r"\bunique (pair|combination)\b",
 )
 REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other|a second|the second) "
                    r"(schedulers?|planners?|dispatchers?|instances|coordinators?|owners?|pollers?|consumers?|leaders|"

@@ -76,14 +76,15 @@ MIN_LEG_WORDS = 3  # after a label: "Detection: yes" is not a leg
 MIN_SENTENCE_WORDS = 5
 
 # The failures the prompt names. Each is covered by an item whose title or text matches.
-WORKER = r"(worker|executor|runner|consumer|agent)"  # what runs the job, in the words systems use
+WORKER = r"(worker|executor|runner|consumer|agent|machine)"  # what runs the job, in the words systems use
+SCHEDULER = r"(scheduler|planner|dispatcher|coordinator)"
 FAILURE_CLASSES: dict[str, re.Pattern[str]] = {
     "worker death": pattern(rf"{WORKER}.{{0,40}}\b(crash|die|dies|died|dead|death|killed|oom|lost|fail)",
                             rf"\b(crash|death|loss) of an? {WORKER}"),
     "worker partition or pause": pattern(r"partition", r"split[- ]brain", r"zombie", r"\bgc\b", r"\bpaus",
                                          r"stall", r"\bhung\b", r"slow worker", r"unreachable", r"\bcut off\b",
                                          r"\bfr(o|ee)z(en|es?)\b"),
-    "scheduler death": pattern(r"scheduler.{0,40}\b(crash|die|dies|died|dead|down|fail|restart|lost)",
+    "scheduler death": pattern(rf"{SCHEDULER}.{{0,40}}\b(crash|die|dies|died|dead|down|fail|restart|lost)",
                                r"leader.{0,30}\b(loss|lost|dies|died|fail)", r"replica.{0,30}\b(dies|died|crash|fail)"),
     "store failure": pattern(r"(database|\bdb\b|postgres|storage|primary|\bstore\b|queue|broker|kafka|redis)"
                              r".{0,40}\b(fail|down|crash|outage|unavailable|dies|died|lost)", r"failover"),
