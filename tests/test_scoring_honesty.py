@@ -77,6 +77,12 @@ def test_double_negation_still_credits_the_mechanism():
                          "the workers when a tenant starves the others; per-tenant caps apply."),
     ("catch_up", "After downtime, all missed occurrences fire at once so the backlog is cleared in one burst "
                  "under the per-job misfire policy."),
+    ("catch_up", "Missed runs follow the per-job misfire policy and are released after downtime with a release "
+                 "rate of unlimited, so the backlog is gone in a second."),
+    ("replica_double_fire", "Each of the scheduler nodes is the leader for every job, and ZooKeeper's lease keeps "
+                            "them honest by letting all nodes fire."),
+    ("replica_double_fire", "Replicas insert the occurrence with an upsert on (job_id, fire_at), so the last "
+                            "replica's write wins and one row remains."),
     ("delivery_semantics", "We guarantee exactly-once execution end to end, including side effects, so users do "
                            "not need to make their jobs idempotent; at-least-once is the fallback."),
     ("delivery_semantics", "Jobs go through an SQS FIFO queue, which has exactly-once delivery, so duplicates don't "

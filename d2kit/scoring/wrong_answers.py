@@ -127,8 +127,17 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"((every|each|all|the same) (\w+ )?(jobs?|fire times?|occurrences?)|(\w+ ){0,4}it sees|it)\b",
         r"(all|every|both) (of the )?(\w+ ){0,2}(replicas|schedulers|nodes|followers|instances) (can )?(also )?"
         r"(fire|run|dispatch|trigger)\b.{0,40}\b(at the same time|simultaneously|concurrently)",
-        r"(fire|run)s? (it )?(together|up to (three|3|two|2) times)", r"(other|all) replicas (also|were already) fir"),
+        r"(fire|run)s? (it )?(together|up to (three|3|two|2) times)", r"(other|all) replicas (also|were already) fir",
+        r"\b(having|letting|lets?|makes?) (all|every|each) (of the )?(\w+ ){0,2}(replicas?|schedulers?|nodes?|"
+        r"instances?) (fire|run|dispatch)\b",
+        # every replica its own leader: "each node is the leader for all jobs", "every replica elects itself"
+        r"(each|every|all) (of the )?(\w+ ){0,2}(replicas?|schedulers?|nodes?|instances?) (is|are) (the |a )?"
+        r"leaders? (for|of) (all|every)\b",
+        r"(each|every|all) (of the )?(\w+ ){0,2}(replicas?|schedulers?|nodes?|instances?) elects? (itself|themselves)"),
         0.0),
+    WrongAnswer("replica_double_fire", "a second occurrence overwrites the first (the last insert wins) instead of "
+                "being refused", pattern(r"\b(latest|last)[- ](\w+[- ]){0,2}(insert|write|writer|replica)'?s?"
+                                         r"( \w+)? wins\b"), 0.6),
     WrongAnswer("replica_double_fire", "a node without quorum carries on as leader (two leaders)", pattern(
         r"(los(es|t|ing) (its |the )?quorum|without (a )?quorum|in the minority)\b.{0,80}\b(continues?|keeps? "
         r"(running|serving|accepting|writing|firing)|stays? (the )?leader|read[- ]write)"), 0.0,
@@ -143,6 +152,11 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 # "each schedule has a setting: run them all, run only the latest, or skip": options, not a choice
                 unless=pattern(r"\bor (skip|run only|run the (latest|most recent)|only the (latest|most recent))",
                                r"\b(run|fire) them all\W+(\w+\W+){0,6}or\b")),
+    WrongAnswer("catch_up", "the catch-up released at an unlimited rate (a storm)", pattern(
+        r"\b(admission|release|drain|dispatch|catch[- ]up) (rate|limit)\W+(\w+\W+){0,2}"
+        r"(unlimited|infinite|unbounded)\b",
+        r"\b(unlimited|infinite|unbounded) (admission|release|drain|catch[- ]up) rate"), 1 / 3,
+                unless=pattern(r"\b(never|not|no) (\w+ )?(unlimited|infinite|unbounded)")),
     WrongAnswer("proof_of_execution", "the logs, or a status set at hand-off, as proof that a job ran", pattern(
         r"(know|tell|prove|confirm|see|check)\w*\b.{0,40}\b(ran|run|executed|succeeded)\b.{0,30}\b(from|in|by "
         r"(checking|reading|grepping)) (the )?logs?\b",
