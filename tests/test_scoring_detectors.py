@@ -65,6 +65,15 @@ def test_a_rate_left_implicit_is_excused_only_when_the_document_states_it():
     assert [c.checks_out for c in calculations(unstated)] == [False]
 
 
+def test_a_limit_resting_on_mostly_wrong_arithmetic_is_no_estimate():
+    limit = _section(8, "The database breaks first at about 2,000 claims/s because of lock contention, so we "
+                        "partition it.")
+    right = _section(2, "Peak: 50k/min ≈ 833/s.\n\nStorage: 10M × 1 KB = 10 GB.\n\nRunning: 833/s × 20 s ≈ 16,700.")
+    wrong = _section(2, "Peak: 50k/min ≈ 8,300/s.\n\nStorage: 10M × 1 KB = 10 TB.\n\nRunning: 833/s × 20 s ≈ 1,670.")
+    assert _check(right + limit, "storage_limits") == 4
+    assert _check(wrong + limit, "storage_limits") == 2
+
+
 def test_a_growth_factor_is_not_an_estimate_of_the_stores_limit():
     vague = _section(8, "At 10x the database breaks first because of lock contention, so we partition it.")
     numbered = _section(8, "The database breaks first at about 2,000 jobs/s because of lock contention, "

@@ -416,6 +416,7 @@ def _through_one_more(left: pint.Quantity, right: Quantity, others: list[pint.Qu
     return False, ""  # nothing to compare with: the caller gives the benefit of the doubt
 
 
+@lru_cache(maxsize=4096)  # each check of the rubric that reads the arithmetic asks again
 def find_calculation(text: str, rates: frozenset[pint.Quantity] = frozenset()) -> tuple[int, bool, str] | None:
     """(index of the derived quantity, whether every step checks out, the correction) for ``text``."""
     qs = quantities(text)
@@ -466,6 +467,15 @@ def calculations(doc: Document) -> list[Calculation]:
     return found
 
 
+def mostly_wrong(doc: Document) -> str:
+    """Why the attempt's numbers are no evidence, when most of its derivations are wrong; else ""."""
+    found = calculations(doc)
+    wrong = sum(not c.checks_out for c in found)
+    if wrong >= MOSTLY_WRONG and wrong > len(found) - wrong:
+        return f"{wrong} of its {len(found)} derivations do not check out, so its other figures are no estimate"
+    return ""
+
+
 def stated_quantities(units: list[Unit]) -> list[tuple[Unit, str]]:
     """Numbers with units, as written, in ``units``."""
     out = []
@@ -480,6 +490,7 @@ def stated_quantities(units: list[Unit]) -> list[tuple[Unit, str]]:
 # --------------------------------------------------------------------------------------------------
 
 CALCULATIONS_FOR_FULL = 4
+MOSTLY_WRONG = 3  # wrong derivations, and more wrong than right: the arithmetic was not done
 ASSUMPTIONS_FOR_FULL = 3
 
 

@@ -8,7 +8,7 @@ a fragment, a part earns half (see evidence.credit).
 
 from __future__ import annotations
 
-from d2kit.scoring.arithmetic import quantities, stated_quantities
+from d2kit.scoring.arithmetic import mostly_wrong, quantities, stated_quantities
 from d2kit.scoring.document import Document, Unit
 from d2kit.scoring.evidence import (
     LIST_CREDIT,
@@ -268,10 +268,12 @@ def proof_of_execution(doc: Document) -> Finding:
 def storage_limits(doc: Document) -> Finding:
     # Section 8 is where a limit belongs; look there first so its evidence is the one quoted.
     units = doc.section_units(8) + [u for u in doc.content_units() if u.section != 8]
-    numbered = [u for u in units if any(q.has_unit and not q.is_multiplier for q in quantities(u.text))]
+    # A limit computed from arithmetic that is mostly wrong is not an estimate of it.
+    numbered = [] if (wrong := mostly_wrong(doc)) else [
+        u for u in units if any(q.has_unit and not q.is_multiplier for q in quantities(u.text))]
     return combine([
         (0.25, component(units, STORAGE, "no reason or limit given for the store", also=STORAGE_LIMIT)),
-        (0.5, component(numbered, STORAGE, "the store's breaking point is not estimated with a number",
+        (0.5, component(numbered, STORAGE, wrong or "the store's breaking point is not estimated with a number",
                         also=STORAGE_LIMIT)),
         (0.25, component(units, STORAGE_LIMIT, "nothing says what replaces or relieves the store",
                          also=both(STORAGE, STORAGE_NEXT))),
