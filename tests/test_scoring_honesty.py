@@ -383,6 +383,13 @@ def test_a_machine_is_a_worker_and_a_planner_a_scheduler():
     assert {"worker death", "scheduler death"} <= covered, covered
 
 
+def test_a_failure_is_classed_by_its_own_words_in_any_layout():
+    item = ("History host dies: detected by the membership ring; contained by range fencing on the shard; "
+            "recovered: another host takes the shard and replays the timers from the DB.")
+    listed, tabled = _section(7, f"- {item}"), _section(7, f"| Failure |\n|---|\n| {item} |")
+    assert _check(listed, "failure_coverage").points == _check(tabled, "failure_coverage").points == 0
+
+
 def test_an_executor_or_runner_is_a_worker():
     crash = _section(7, "- **Executor crash.** Detected: the coordinator's session timeout (30 s). Contained: its "
                         "partitions are reassigned and the epoch bumped, so its late writes are rejected. Recovered: "

@@ -98,7 +98,7 @@ OFF_PROMPT_SHARE = 0.5
 
 
 def _names_a_prompt_failure(item: FailureItem) -> bool:
-    text = item.title + " " + item.text
+    text = item.text  # the title is part of it; joining the two would read across their seam
     return any(p.search(text) for p in FAILURE_CLASSES.values()) or bool(NOISY_TENANT.search(text))
 
 
@@ -201,7 +201,7 @@ def coverage(doc: Document) -> Finding:
     items = failure_items(doc)
     result = Finding(0.0)
     for name, class_pattern in FAILURE_CLASSES.items():
-        matching = [i for i in items if class_pattern.search(i.title + " " + i.text)]
+        matching = [i for i in items if class_pattern.search(i.text)]
         best = max(matching, key=lambda i: len(i.legs), default=None)
         if best is None or len(best.legs) < 2:
             result.missing.append(f"{name}: not analysed with detection, containment and recovery")
