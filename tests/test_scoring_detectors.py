@@ -58,6 +58,12 @@ def test_a_result_in_other_units_or_with_another_number_than_its_expression_is_w
     assert [find_calculation(s)[1] for s in right] == [True] * 4
 
 
+def test_a_backlogs_drain_time_is_checked():
+    assert find_calculation("Catch-up is admitted at 500/s, so 40,000 late runs clear in 8 seconds.")[1] is False
+    assert find_calculation("Catch-up is admitted at 500/s, so 40,000 late runs clear in 80 seconds.")[1] is True
+    assert find_calculation("40,000 late runs released at 500 a second with jitter drain in about 80 s.")[1] is True
+
+
 def test_a_rate_left_implicit_is_excused_only_when_the_document_states_it():
     stated = parse(_section(2, "Executions: 72M runs/day.\n\nHistory: 72M × 300 B ≈ 21.6 GB/day."))
     unstated = parse(_section(2, "Executions: 72M runs in all.\n\nHistory: 72M × 300 B ≈ 21.6 GB/day."))

@@ -63,7 +63,8 @@ RESULT_MARKER = re.compile(
     # "~" alone is "about" ("~940 workers"); only a free-standing "~" is a result marker. "mean" is an average.
     r"≈|\s~\s|=|→|->|=>|⇒|\bso\b|\bthat'?s\b|\bthat is\b|\bgives?\b|\bgiving\b|\bmeans\b|\bwhich is\b|"
     r"\bi\.e\.|\bcomes? to\b|\btotal(?:s|ling)?\b|\bis (?:about|roughly|around|approximately|under|over)\b|"
-    r"\bor about\b|\bequals?\b|\bworks out\b|\bhence\b|\btherefore\b|\bneeding\b|\bresult",
+    r"\bor about\b|\bequals?\b|\bworks out\b|\bhence\b|\btherefore\b|\bneeding\b|\bresult|"
+    r"\b(drains?|drained|clears?|cleared)\b(\s+\w+){0,2}\s+(in|within)\b",  # a backlog's drain time: count ÷ rate
     re.I,
 )
 # "StartToCloseTimeout = 6 h": a setting, not a result. "(600/s → 24/s)" after "batch": a change, not a result.
