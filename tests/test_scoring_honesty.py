@@ -404,11 +404,18 @@ def test_a_time_bound_is_not_containment():
     assert failure_items(parse(timed))[0].missing_legs() == ["containment"]
 
 
+def test_a_double_fire_mechanism_without_its_failure_profile_is_partial():
+    named = _section(6, "Three scheduler replicas insert runs with a unique key on (job_id, fire_at).")
+    reasoned = _section(6, "Three scheduler replicas insert runs with a unique key on (job_id, fire_at), chosen over "
+                           "a leader because there is no failover gap when one dies.")
+    assert _check(named, "replica_double_fire").points <= 3 < _check(reasoned, "replica_double_fire").points == 5
+
+
 def test_a_planned_or_nominal_time_is_a_fire_time():
     for words in ("planned_at", "nominal time", "logical date"):
         unique = _section(6, f"Three planners insert run rows with a uniqueness rule on (job_id, {words}), so if two "
                              "planners race, the second insert does nothing.")
-        assert _check(unique, "replica_double_fire").points >= 4, words
+        assert _check(unique, "replica_double_fire").points >= 3, words  # recognised; no why, so partial
 
 
 def test_a_paragraph_that_rejects_several_alternatives_counts_each():

@@ -227,13 +227,14 @@ def replica_double_fire(doc: Document) -> Finding:
     units = _deep_dive_first(doc)
     mechanism = component(units, DOUBLE_FIRE_MECHANISM,
                           "no mechanism (unique (job, fire time), claim CAS, leader lease) stops a double fire")
+    # The rubric's partial is "a mechanism named without its failure profile": the why is what makes it full.
     return combine([
-        (0.6, mechanism),
+        (0.4, mechanism),
         (0.2, component(units, DOUBLE_FIRE_MECHANISM, "the mechanism is not tied to several scheduler replicas",
                         also=REPLICAS)),
         # Once a mechanism is used, rejecting another with a reason ("we rejected SKIP LOCKED because ...") is
         # the reason for the choice.
-        (0.2, component(units, DOUBLE_FIRE_MECHANISM, "no reason or failure profile for the mechanism chosen",
+        (0.4, component(units, DOUBLE_FIRE_MECHANISM, "no reason or failure profile for the mechanism chosen",
                         also=WHY, deniable=not mechanism.evidence)),
     ])
 
