@@ -411,6 +411,13 @@ def test_a_double_fire_mechanism_without_its_failure_profile_is_partial():
     assert _check(named, "replica_double_fire").points <= 3 < _check(reasoned, "replica_double_fire").points == 5
 
 
+def test_a_stated_number_is_quoted_at_its_own_line():
+    text = _section(1, "Functional: one-shot and cron jobs, with history\n"
+                       "Latency: start within 5 s; 1 min late is an incident.")
+    evidence = _check(text, "assumptions").evidence
+    assert [e.line for e in evidence] == [4] and "5 s" in evidence[0].text, evidence
+
+
 def test_a_planned_or_nominal_time_is_a_fire_time():
     for words in ("planned_at", "nominal time", "logical date"):
         unique = _section(6, f"Three planners insert run rows with a uniqueness rule on (job_id, {words}), so if two "

@@ -556,11 +556,10 @@ def assumptions(doc: Document) -> Finding:
     distinct: dict[str, tuple[Unit, str]] = {}
     for unit, text in stated:
         distinct.setdefault(text.lower(), (unit, text))
-    by_unit: dict[int, list[str]] = {}
+    by_line: dict[int, list[str]] = {}  # a paragraph's numbers, quoted at the lines they are on
     for unit, text in distinct.values():
-        by_unit.setdefault(id(unit), []).append(text)
-    evidence = [Evidence.quote(unit.first_line, "; ".join(by_unit.pop(id(unit))))
-                for unit, _ in distinct.values() if id(unit) in by_unit]
+        by_line.setdefault(unit.line_at(unit.text.find(text)).number, []).append(text)
+    evidence = [Evidence.quote(line, "; ".join(texts)) for line, texts in by_line.items()]
     differing = inconsistencies(doc)
     if len(distinct) >= ASSUMPTIONS_FOR_FULL and not differing:
         return Finding(1.0, evidence)
