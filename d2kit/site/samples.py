@@ -13,6 +13,7 @@ import re
 from d2kit.scoring.rubric import load_design_rubric
 from d2kit.scoring.samples import HandCheck, Sample, checks_of, load_samples, sample, scored
 from d2kit.scoring.scorer import CheckScore
+from d2kit.site import design_doc
 from d2kit.site.rubric_pages import table_cell
 
 
@@ -82,17 +83,18 @@ def sample_page(slug: str) -> str:
     report = scored(slug)
     disagree = _disagreements(one)
     follow_ups = {f.number: f for f in load_design_rubric().follow_ups}
+    model_words = len(design_doc.render_model_answer(site=True).split())
     parts = [
         f"*From `rubric/calibration/tuning/{one.attempt}`: written for the kit by a helper who read only the prompt "
         "and the rubric, with its band fixed before anything was scored.*", "",
-        "| | |", "|---|---|",
-        f"| Band fixed by its writer | {one.band[0]:g}–{one.band[1]:g} of 100 |",
-        f"| The scorer today | {report.total:g} of {report.max_total:g}, {_against_band(report.total, one.band)} |",
-        f"| Realistic in 45 minutes | {'yes' if one.realistic_45min else '**no**'} ({_words(one):,} words; "
-        "the round's answer is about 1,000) |",
-        f"| Its writer's reason for the band | {_cell(one.writer_reason)} |",
-        f"| The scorer's evidence, checked by hand | agrees on {len(checks_of(report)) - len(disagree)} of "
-        f"{len(checks_of(report))} rubric lines; disagrees on {len(disagree)} (marked ✗) |", "",
+        f"- **Band fixed by its writer:** {one.band[0]:g}–{one.band[1]:g} of 100. Their reason: "
+        f"{html.escape(one.writer_reason, quote=False)}",
+        f"- **The scorer today:** {report.total:g} of {report.max_total:g}, {_against_band(report.total, one.band)}.",
+        f"- **Realistic in 45 minutes:** {'yes' if one.realistic_45min else '**no**'}, says its writer. It is "
+        f"{_words(one):,} words; the [45-minute answer](../reference-design.md#the-45-minute-answer) is "
+        f"{model_words:,}.",
+        f"- **The scorer's evidence, checked by hand:** agrees on {len(checks_of(report)) - len(disagree)} of "
+        f"{len(checks_of(report))} rubric lines, disagrees on {len(disagree)} (marked ✗ below).", "",
         "## The attempt as written", "", _attempt_block(one.path.read_text(encoding="utf-8")),
         "## Rubric lines earned and missed", "",
         "Each line's points and evidence are the scorer's (`d2kit score`), run when this page was built. The last "
