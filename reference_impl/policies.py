@@ -49,7 +49,7 @@ delivery           an attempt that did not succeed: lost (worker killed or cut o
                    or failed
 =================  ==========================================================================================
 ``at_least_once``  retried after backoff until ``max_attempts`` (default): the handler may run twice, so its
-                   writes are fenced by token or deduplicated by the occurrence's idempotency key
+                   effects deduplicate on the occurrence's idempotency key (a token refuses only a stale write)
 ``at_most_once``   never retried: the occurrence is ``dead`` with the reason (``lost attempt; at-most-once job
                    is not retried: ...``). One attempt, so ``max_attempts`` is 1. Google's cron favours
                    skipping a launch over risking a double one, which is harder to recover from (SRE book,

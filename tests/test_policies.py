@@ -200,14 +200,15 @@ def test_a_manual_run_of_a_deleted_job_is_refused_and_writes_nothing(engine):
 
 
 @pytest.mark.parametrize("delivery", DELIVERY)
-@pytest.mark.parametrize("ending", ["lost", "failed"])
+@pytest.mark.parametrize("ending", ["lost", "timed_out", "failed"])
 def test_delivery_decides_whether_an_attempt_that_did_not_succeed_runs_again(engine, delivery, ending):
-    with engine.begin() as conn:
-        job = cron_job(conn, cron="0 0 1 1 *", delivery=delivery)
+    with engine.begin() as conn:  # timed_out: the attempt is past its max runtime when the reaper finds it
+        job = cron_job(conn, cron="0 0 1 1 *", delivery=delivery,
+                       max_runtime_seconds=0.2 if ending == "timed_out" else None)
         jobs.trigger(conn, job)
     with engine.begin() as conn:
         token = conn.execute(text("SELECT token FROM d2_claim('short', 'w1', 1, 0.5)")).scalar_one()
-    if ending == "lost":  # no heartbeat comes: the lease runs out by the database clock, and the reaper finds it
+    if ending in ("lost", "timed_out"):  # no heartbeat: the lease runs out by the database clock; the reaper finds it
         wait_until(lambda: scalar(engine, "SELECT now() > lease_expires_at FROM attempts WHERE token = :t", t=token),
                    timeout=10, what="the lease to expire")
         assert scalar(engine, "SELECT d2_reap(10)") == 1

@@ -63,7 +63,7 @@ CREATE TABLE IF NOT EXISTS jobs (
                          CHECK (overlap_policy IN ('allow', 'skip', 'buffer_one', 'buffer_all', 'cancel_other')),
     max_attempts         integer NOT NULL DEFAULT 3 CHECK (max_attempts > 0),
     -- What a lost attempt means (the worker died, was partitioned or hung past its lease; d2_settle decides):
-    -- at_least_once retries it, so the handler may run twice and its writes must be idempotent or fenced;
+    -- at_least_once retries it, so the handler may run twice: its effects deduplicate on the occurrence's key;
     -- at_most_once never starts an occurrence twice: an attempt that does not succeed, whether lost, timed out
     -- or failed, makes the occurrence dead with the reason (it may have started, so it is not run again).
     delivery             text NOT NULL DEFAULT 'at_least_once' CHECK (delivery IN ('at_least_once', 'at_most_once')),
