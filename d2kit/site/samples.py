@@ -111,6 +111,6 @@ def sample_page(slug: str) -> str:
     parts += ["## What the interviewer would probe next", ""]
     for probe in one.probes:
         topic = follow_ups[probe.follow_up].topic
-        parts.append(f"- **[Follow-up {probe.follow_up}: {topic}](../answer-key.md#fu{probe.follow_up})**, and "
-                     f"[its second question](../second-questions.md#fu{probe.follow_up}). {probe.text}")
+        parts.append(f"- **[Follow-up {probe.follow_up}: {topic}](../answer-key.md#fu{probe.follow_up})** "
+                     f"([its second question](../second-questions.md#fu{probe.follow_up})). {probe.text}")
     return "\n".join(parts) + "\n"
