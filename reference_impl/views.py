@@ -44,7 +44,8 @@ def jobs_table(jobs: list[dict[str, Any]], next_before: int | None) -> Table:
         table.add_column(col)
     for job in jobs:
         schedule = f"{job['cron']} ({job['timezone']})" if job["cron"] else f"once at {job['run_at']}"
-        table.add_row(str(job["id"]), job["tenant_id"], job["name"], job["handler"], schedule, job["pool"],
+        pool = f"{job['pool']} → {job['routed_pool']} (observed)" if job["routed_pool"] else job["pool"]
+        table.add_row(str(job["id"]), job["tenant_id"], job["name"], job["handler"], schedule, pool,
                       job["overlap_policy"], "yes" if job["paused"] else "", str(job["next_fire_at"] or ""))
     return table
 
