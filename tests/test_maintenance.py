@@ -6,13 +6,14 @@ pass fails inside PostgreSQL. The replica must keep its liveness heartbeat and k
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from helpers import scalar
 from sqlalchemy import text
 
-from reference_impl import jobs, tenants
+from reference_impl import db, jobs, tenants
 from reference_impl.scheduler import Scheduler, SchedulerConfig
 from reference_impl.worker import WorkerConfig
 
@@ -71,3 +72,30 @@ def test_one_failing_service_stops_none_of_the_others(engine, replica, broken):
 def test_a_config_that_cannot_work_is_refused_naming_the_field(make, field):
     with pytest.raises(ValueError, match=field):
         make()
+
+
+@pytest.mark.parametrize("grace", [5.0, 0.0], ids=["with-grace", "without-grace"])
+def test_back_from_an_outage_a_replica_reaps_nothing_for_one_grace(engine, database_url, grace):
+    """A lease that ran out while the database was unreachable ran out because nobody could heartbeat: a replica
+    whose last reap pass failed reaps nothing until it has been back for the grace, and the workers' retried
+    heartbeats renew the lease first. Without the grace (the postgres-restart drill's negative control turns it
+    off) the first pass that reaches the database reaps it. The outage is real: nothing listens on port 1."""
+    with engine.begin() as conn:
+        tenants.ensure_tenant(conn, "t")
+        job, _ = jobs.submit(conn, "t", jobs.JobSpec(name="long", handler="noop", run_at=datetime.now(UTC)))
+        conn.execute(text("SELECT d2_trigger(:j)"), {"j": job["id"]})
+    with engine.begin() as conn:  # its lease runs out at once, as during an outage longer than the lease
+        conn.execute(text("SELECT * FROM d2_claim('short', 'w', 1, 0.001)"))
+    scheduler = Scheduler(database_url, SchedulerConfig("s", reap_grace_seconds=grace))
+    reap = scheduler.services["reap"]
+    unreachable = db.make_engine("postgresql://nobody@127.0.0.1:1/nothing", pool_size=1)
+    try:
+        reap.run_if_due(unreachable, time.monotonic())
+        assert reap.failures == 1
+        reaped = reap.run_if_due(scheduler.engine, reap.next_due)
+    finally:
+        unreachable.dispose()
+        scheduler.engine.dispose()
+    assert reap.last_error is None
+    attempt = scalar(engine, "SELECT state FROM attempts")
+    assert (reaped, attempt) == ((0, "running") if grace else (1, "lost"))

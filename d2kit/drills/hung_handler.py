@@ -14,6 +14,11 @@ abandoned threads. The invariants read the history: each hung attempt ended ``ti
 the bound; the occurrence was retried, then dead with the reason; after each abandonment the same process
 claimed another job while the hung thread still blocked; after the second the worker was recycled and the new
 process took work; every fire time ran.
+
+What the negative control turns off: the worker's side of the max runtime (it ignores the heartbeat's
+``timeout``, so it neither cancels nor abandons). The database's side stays: the heartbeat stops extending the
+lease past the deadline, so the reaper still ends the attempt ``timed_out`` -- but the hung thread keeps the
+worker's only slot, no later job is claimed, nothing is recycled, and the drill fails.
 """
 
 from __future__ import annotations
