@@ -372,15 +372,17 @@ def executions(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Every occurrence of a job with every attempt: worker, fencing token, times, outcome."""
+    from reference_impl import jobs
     from reference_impl import status as status_mod
     from reference_impl.views import executions_table
 
     with _engine().begin() as conn:
         rows = status_mod.executions(conn, job_id)
+        job = jobs.get(conn, None, job_id=job_id)
     if as_json:
         _print_json(rows)
     else:
-        console.print(executions_table(job_id, rows))
+        console.print(executions_table(job, job_id, rows))
 
 
 # -- processes ----------------------------------------------------------------------------------------
