@@ -11,9 +11,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from helpers import scalar
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import DBAPIError
 
-from reference_impl import db, jobs, tenants
+from reference_impl import db, jobs, materializer, tenants
 from reference_impl.scheduler import Scheduler, SchedulerConfig
 from reference_impl.worker import WorkerConfig
 
@@ -99,3 +100,42 @@ def test_back_from_an_outage_a_replica_reaps_nothing_for_one_grace(engine, datab
     assert reap.last_error is None
     attempt = scalar(engine, "SELECT state FROM attempts")
     assert (reaped, attempt) == ((0, "running") if grace else (1, "lost"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adaptive", [True, False], ids=["shrinking-passes", "fixed-passes"])
+def test_a_catch_up_pass_too_slow_for_the_idle_timeout_shrinks_until_it_fits(engine, database_url, adaptive):
+    """Planning runs inside the pass's transaction, so a pass that plans for longer than the session's
+    idle_in_transaction_session_timeout is ended, and a fixed-size pass would be ended the same way every time:
+    the replica never catches up. Here the timeout is 200 ms and 50 jobs have two hours of missed per-minute fire
+    times each (real planning, real timeout): the materialiser halves its pass after each that did not finish
+    until one fits, and catches up; with passes of a fixed size (the control) none finishes."""
+    with engine.begin() as conn:
+        tenants.ensure_tenant(conn, "t")
+        for i in range(50):
+            jobs.submit(conn, "t", jobs.JobSpec(name=f"minutely-{i}", handler="noop", cron="* * * * *"))
+        conn.execute(text("UPDATE jobs SET materialized_through = now() - interval '2 hours',"
+                          " next_fire_at = now() - interval '2 hours'"))
+    slow = create_engine(db.sqlalchemy_url(database_url), pool_pre_ping=True,
+                         connect_args={"options": "-c idle_in_transaction_session_timeout=200"})
+    run_pass = materializer.Materialiser() if adaptive else materializer.materialise_due
+    failed = finished = 0
+    try:
+        for _ in range(80 if adaptive else 3):
+            if not scalar(engine, "SELECT count(*) FROM jobs WHERE next_fire_at < now()"):
+                break
+            try:
+                with slow.begin() as conn:
+                    run_pass(conn)
+                finished += 1
+            except DBAPIError as exc:
+                assert "idle-in-transaction timeout" in str(exc)
+                failed += 1
+    finally:
+        slow.dispose()
+    assert failed >= 1  # the fault was real: a full pass plans for longer than the timeout
+    behind = scalar(engine, "SELECT count(*) FROM jobs WHERE next_fire_at < now()")
+    if adaptive:
+        assert behind == 0 and finished >= 1
+    else:
+        assert behind == 50 and finished == 0
