@@ -20,7 +20,9 @@ from reference_impl.handlers import HANDLERS
 
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_SCHEDULE_AHEAD = timedelta(days=10 * 365)
-LONG_POOL_FROM = timedelta(minutes=1)  # jobs expected to run this long or longer go to the 'long' pool
+# Jobs expected to run this long or longer go to the 'long' pool; so do recurring jobs whose recent runs' p95 is
+# this long (router.py), whatever they declared.
+LONG_POOL_FROM = timedelta(minutes=1)
 
 
 class JobSpec(BaseModel):
@@ -134,7 +136,8 @@ JOB_COLUMNS = (
     "id, tenant_id, name, handler, payload, pool, schedule_kind, run_at, cron, timezone, dst_gap, dst_overlap,"
     " misfire_policy, extract(epoch FROM catchup_window)::int AS catchup_window_seconds, max_catchup,"
     " overlap_policy, max_attempts, retry_base_seconds, extract(epoch FROM max_runtime)::float8 AS max_runtime_seconds,"
-    " idempotency_key, paused, deleted_at, materialized_through, next_fire_at, schedule_error, created_at"
+    " idempotency_key, paused, deleted_at, materialized_through, next_fire_at, schedule_error, created_at,"
+    " routed_pool"
 )
 
 

@@ -27,7 +27,8 @@ PAGES = [
     "alternatives/index.html", "cheatsheet/index.html", "glossary/index.html", "measuring/index.html",
     *(f"drills/{name}/index.html" for name in (
         "worker-partition", "replica-double-fire", "catch-up-storm", "noisy-tenant", "proof-of-execution",
-        "postgres-limits", "clock-skew", "scheduler-crash", "scheduler-paused", "postgres-restart")),
+        "postgres-limits", "clock-skew", "scheduler-crash", "scheduler-paused", "hung-handler",
+        "postgres-restart")),
 ]
 
 
