@@ -20,7 +20,9 @@ from reference_impl.handlers import HANDLERS
 
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_SCHEDULE_AHEAD = timedelta(days=10 * 365)
-LONG_POOL_FROM = timedelta(minutes=1)  # jobs expected to run this long or longer go to the 'long' pool
+# Jobs expected to run this long or longer go to the 'long' pool; so do recurring jobs whose recent runs' p95 is
+# this long (router.py), whatever they declared.
+LONG_POOL_FROM = timedelta(minutes=1)
 
 
 class JobSpec(BaseModel):
@@ -149,7 +151,8 @@ JOB_COLUMNS = (
     " misfire_policy, extract(epoch FROM catchup_window)::int AS catchup_window_seconds, max_catchup,"
     " overlap_policy, delivery, max_attempts, retry_base_seconds,"
     " extract(epoch FROM max_runtime)::float8 AS max_runtime_seconds,"
-    " idempotency_key, paused, deleted_at, materialized_through, next_fire_at, schedule_error, created_at"
+    " idempotency_key, paused, deleted_at, materialized_through, next_fire_at, schedule_error, created_at,"
+    " routed_pool"
 )
 
 

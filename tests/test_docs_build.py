@@ -29,7 +29,8 @@ PAGES = [
                             if page.stem != "index"),
     *(f"drills/{name}/index.html" for name in (
         "worker-partition", "replica-double-fire", "catch-up-storm", "noisy-tenant", "proof-of-execution",
-        "postgres-limits", "clock-skew", "scheduler-crash", "scheduler-paused", "postgres-restart")),
+        "postgres-limits", "clock-skew", "scheduler-crash", "scheduler-paused", "hung-handler",
+        "postgres-restart")),
 ]
 
 

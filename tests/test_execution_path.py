@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from helpers import rows, scalar, wait_until
@@ -14,6 +15,8 @@ from sqlalchemy import text
 
 from reference_impl import jobs, tenants
 from reference_impl.cluster import LocalCluster
+from reference_impl.processes import RECYCLE_EXIT
+from reference_impl.supervisor import Supervisor
 
 pytestmark = pytest.mark.slow
 
@@ -176,7 +179,8 @@ def test_a_hung_handler_times_out_and_its_slot_comes_back_within_the_bound(engin
     [hung] = submit_many(engine, 1, delay_s=0, handler="hang", payload={"seconds": 60}, max_runtime_seconds=1,
                          max_attempts=1)
     cluster.start_scheduler("s1")
-    cluster.start_worker("w1", concurrency=1, lease=lease)
+    # two leaked threads before it recycles (the default for one slot is one): here the slot itself comes back
+    cluster.start_worker("w1", concurrency=1, lease=lease, extra_args=["--max-abandoned", "2"])
     wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=hung) == "dead",
                timeout=30, what="the hung occurrence to be dead")
     [attempt] = rows(engine, "SELECT a.state, a.error, extract(epoch FROM a.finished_at - a.dispatched_at) AS held_s,"
@@ -189,6 +193,37 @@ def test_a_hung_handler_times_out_and_its_slot_comes_back_within_the_bound(engin
     [after] = submit_many(engine, 1, delay_s=0)
     wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=after) == "succeeded",
                timeout=15, what="the next job to run in the freed slot, with the hung thread still blocked")
+
+
+def test_a_worker_with_too_many_hung_threads_recycles_and_its_supervisor_restarts_it(engine, cluster):
+    """A thread cannot be killed: after --max-abandoned hung handlers the worker claims nothing more, lets its other
+    handler finish (not cut short), exits 75, and the supervisor starts a fresh process at once."""
+    [hung] = submit_many(engine, 1, delay_s=0, handler="hang", payload={"seconds": 600}, max_runtime_seconds=1,
+                         max_attempts=1)
+    [neighbour] = submit_many(engine, 1, delay_s=0, handler="sleep", payload={"seconds": 4})
+    cluster.start_scheduler("s1")
+    supervisor = Supervisor(cluster)
+    first = supervisor.add(partial(cluster.start_worker, "w1", concurrency=2, lease=1.5,
+                                   extra_args=["--max-abandoned", "1"]))
+
+    def restarted() -> bool:
+        supervisor.tick()
+        return supervisor.seats["w1"].restarts == 1
+
+    wait_until(restarted, timeout=30, every=0.1, what="the worker to recycle and be started again")
+    assert first.popen.returncode == RECYCLE_EXIT
+    assert scalar(engine, "SELECT a.state FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id"
+                          " WHERE o.job_id = :j", j=hung) == "timed_out"
+    # the neighbour ran to the end in the old process: one attempt, succeeded, before the new registration
+    wait_until(lambda: scalar(engine, "SELECT started_at > (SELECT max(finished_at) FROM attempts) FROM processes"
+                                      " WHERE id = 'w1'"), timeout=30, what="the fresh process to register")
+    assert [tuple(r) for r in rows(engine, "SELECT a.state, a.finished_at < p.started_at FROM attempts a"
+                                           " JOIN occurrences o ON o.id = a.occurrence_id JOIN processes p"
+                                           " ON p.id = a.worker_id WHERE o.job_id = :j", j=neighbour)] == [
+        ("succeeded", True)]
+    [after] = submit_many(engine, 1, delay_s=0)
+    wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=after) == "succeeded",
+               timeout=30, what="the fresh process to run the next job")
 
 
 def test_a_cooperative_handler_past_its_max_runtime_is_cancelled_and_retried(engine, cluster):

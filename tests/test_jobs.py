@@ -103,6 +103,15 @@ def test_cli_submit_and_executions_as_json(database_url):
     assert json.loads(history.stdout) == []  # nothing materialised yet: no scheduler is running
 
 
+def test_cli_executions_shows_a_hashed_schedule_resolved(database_url):
+    created = d2kit(database_url, "submit", "--name", "nightly-report", "--cron", "H 3 * * *", "--json")
+    job = json.loads(created.stdout)["job"]
+    minute = job["cron"].split()[0]
+    assert minute.isdigit() and job["cron"] == f"{minute} 3 * * *"  # stored resolved, as the API returns it
+    shown = d2kit(database_url, "executions", str(job["id"]))
+    assert f"{minute} 3 * * * (UTC)" in shown.stdout and "H 3" not in shown.stdout
+
+
 def test_pause_resume_delete_and_trigger(engine, tenant):
     with engine.begin() as conn:
         job, _ = jobs.submit(conn, tenant, jobs.JobSpec(name="j", handler="noop", cron="* * * * *"))

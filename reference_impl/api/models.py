@@ -47,6 +47,8 @@ class Job(BaseModel):
     schedule_error: str | None = Field(description="Why the scheduler could not plan this job's next fire "
                                        "times; it retries every minute. Null when all is well.")
     created_at: datetime
+    routed_pool: str | None = Field(description="Where its next occurrences go instead of `pool`: 'long' once the "
+                                    "p95 of its recent run times reaches the short pool's bound. Null: `pool`.")
 
 
 class Attempt(BaseModel):

@@ -78,6 +78,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     history_until        timestamptz,                       -- once: when its last archived execution finished
     schedule_error       text,                              -- why the last materialise pass could not plan it
     created_at           timestamptz NOT NULL DEFAULT now(),
+    -- Where its next occurrences go when its observed run times say so (d2_route_by_duration): 'long' for a job
+    -- declared short whose recent runs take long. NULL: the declared pool above.
+    routed_pool          text REFERENCES pools (name),
     UNIQUE (tenant_id, idempotency_key),
     CHECK ((schedule_kind = 'once') = (run_at IS NOT NULL)),
     CHECK ((schedule_kind = 'cron') = (cron IS NOT NULL)),
