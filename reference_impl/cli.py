@@ -203,7 +203,10 @@ def submit(
     overlap_policy: str = typer.Option("allow", help=" | ".join(policies.OVERLAP_POLICIES)),
     pool: str = typer.Option(None, help="short | long (default from --expected-duration)."),
     expected_duration: float = typer.Option(None, help="Expected run time in seconds (picks the pool)."),
-    max_attempts: int = typer.Option(3, help="Attempts before an occurrence is dead."),
+    delivery: str = typer.Option("at_least_once", help=f"{' | '.join(policies.DELIVERY)}: whether a lost "
+                                 "attempt is retried, or its occurrence recorded dead (never started twice)."),
+    max_attempts: int = typer.Option(None, help="Attempts before an occurrence is dead (default 3; at_most_once: "
+                                     "1)."),
     max_runtime: float = typer.Option(None, help="Seconds an attempt may run before it is cancelled and ends "
                                       "timed_out (default: its pool's)."),
     retry_base: float = typer.Option(1.0, help="Seconds: retry backoff base (exponential, full jitter)."),
@@ -218,7 +221,7 @@ def submit(
     fields = {"name": name, "handler": handler, "cron": cron, "timezone": timezone, "dst_gap": dst_gap,
               "dst_overlap": dst_overlap, "misfire_policy": misfire_policy, "catchup_window_seconds": catchup_window,
               "max_catchup": max_catchup, "overlap_policy": overlap_policy, "pool": pool,
-              "expected_duration_seconds": expected_duration, "max_attempts": max_attempts,
+              "expected_duration_seconds": expected_duration, "delivery": delivery, "max_attempts": max_attempts,
               "retry_base_seconds": retry_base, "max_runtime_seconds": max_runtime,
               "idempotency_key": idempotency_key}
     try:

@@ -107,6 +107,21 @@ def test_killed_worker_attempt_is_lost_then_rerun_with_a_higher_token(engine, cl
     assert "lease expired" in attempts[0].error
 
 
+def test_an_at_most_once_job_whose_worker_is_killed_is_dead_with_the_reason_not_run_again(engine, cluster):
+    [job_id] = submit_many(engine, 1, delay_s=0, handler="sleep", payload={"seconds": 2}, delivery="at_most_once")
+    cluster.start_scheduler("s1")
+    cluster.start_worker("doomed", lease=2)
+    wait_until(lambda: rows(engine, "SELECT token FROM attempts WHERE worker_id = 'doomed'"), what="the attempt")
+    cluster.kill("doomed")
+    cluster.start_worker("idle", lease=2)  # free to take a retry, if one were made
+    wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=job_id) == "dead",
+               what="the reaper to find the lost attempt")
+    attempts = rows(engine, "SELECT worker_id, state FROM attempts")
+    assert [(a.worker_id, a.state) for a in attempts] == [("doomed", "lost")]
+    reason = scalar(engine, "SELECT reason FROM occurrences WHERE job_id = :j", j=job_id)
+    assert reason.startswith("lost attempt; at-most-once job is not retried: lease expired at ")
+
+
 def test_paused_workers_late_completion_and_late_write_are_refused(engine, cluster):
     [job_id] = submit_many(engine, 1, delay_s=0, handler="ledger_write", payload={"seconds": 3, "value": "v"},
                            retry_base_seconds=0.1)

@@ -65,6 +65,8 @@ BAD_INPUTS = [
     ({}, "run_at"),  # neither run_at nor cron
     ({"run_at": datetime.now(UTC), "cron": "* * * * *"}, "run_at"),  # both
     ({"run_at": datetime.now(UTC), "misfire_policy": "sometimes"}, "misfire_policy"),
+    ({"run_at": datetime.now(UTC), "delivery": "exactly_once"}, "delivery"),
+    ({"run_at": datetime.now(UTC), "delivery": "at_most_once", "max_attempts": 3}, "max_attempts"),
 ]
 
 

@@ -10,6 +10,7 @@
 --   d2_heartbeat     workers: extend leases (batched), report clock skew, learn of lost/cancelled attempts
 --   d2_complete      workers: finish attempts, fenced by token (d2_settle moves the occurrence on)
 --   d2_reap          scheduler replicas: expired leases -> attempt lost, occurrence retried or dead
+--                    (retried only if the job's delivery is at_least_once: d2_settle)
 --   d2_route_by_duration  scheduler replicas: a recurring job whose runs take long goes to the long pool
 --   d2_archive       scheduler replicas: move finished executions from the queue to execution_history
 --   d2_rotate_history  scheduler replicas: retention -- drop history days older than it, make the next two
@@ -368,7 +369,8 @@ END $$;
 -- ---------------------------------------------------------------------------------------------
 -- Settle: occurrences follow their just-finished attempts (shared by d2_complete and d2_reap) --
 -- succeeded, retried after backoff, dead with the reason, or cancelled -- and a buffered
--- occurrence of the same job may go.
+-- occurrence of the same job may go. The job's delivery decides whether an attempt that did not succeed is
+-- retried (at_least_once) or ends the occurrence dead (at_most_once: never started twice).
 -- Lock order everywhere: occurrences before attempts, so completion, reaping and cancelling of one
 -- occurrence serialise instead of deadlocking.
 -- ---------------------------------------------------------------------------------------------
@@ -382,17 +384,24 @@ BEGIN
            SET state = CASE
                    WHEN a.state = 'succeeded' THEN 'succeeded'
                    WHEN a.state = 'cancelled' THEN 'cancelled'
-                   WHEN o.attempts >= o.max_attempts THEN 'dead'
+                   WHEN o.attempts >= o.max_attempts OR j.delivery = 'at_most_once' THEN 'dead'
                    ELSE 'ready' END,
                ready_at = CASE WHEN a.state IN ('failed', 'lost', 'timed_out') AND o.attempts < o.max_attempts
+                                    AND j.delivery = 'at_least_once'
                                THEN now() + d2_backoff(j.retry_base_seconds, o.attempts) ELSE o.ready_at END,
                reason = CASE
                    WHEN a.state = 'cancelled' THEN coalesce(o.reason, 'cancelled')
+                   -- Not retried, whatever max_attempts says: a lost or timed-out attempt may have run to the end,
+                   -- and a failed one may have written before it failed. Skip rather than risk running it twice.
+                   WHEN a.state IN ('failed', 'lost', 'timed_out') AND j.delivery = 'at_most_once'
+                       THEN format('%s attempt; at-most-once job is not retried: %s', a.state,
+                                   coalesce(a.error, 'no error text'))
                    WHEN a.state IN ('failed', 'lost', 'timed_out') AND o.attempts >= o.max_attempts
                        THEN format('%s after %s of %s attempts: %s', a.state, o.attempts, o.max_attempts,
                                    coalesce(a.error, 'no error text'))
                    ELSE o.reason END,
                finished_at = CASE WHEN a.state IN ('succeeded', 'cancelled') OR o.attempts >= o.max_attempts
+                                       OR j.delivery = 'at_most_once'
                                   THEN clock_timestamp() END
           FROM attempts a, jobs j
          WHERE a.token = ANY (p_tokens) AND o.id = a.occurrence_id AND j.id = o.job_id
@@ -463,8 +472,8 @@ BEGIN
 END $$;
 
 -- ---------------------------------------------------------------------------------------------
--- Reap: THE RESCUER. An attempt whose lease expired by the database clock is lost; its occurrence
--- is retried with a new attempt (and a higher token) or, out of attempts, is dead with the reason.
+-- Reap: THE RESCUER. An attempt whose lease expired by the database clock is lost; its occurrence is retried
+-- with a new attempt (and a higher token) or, out of attempts or at_most_once, is dead with the reason.
 -- Safe on every replica at once: SKIP LOCKED hands each occurrence to one reaper, and the lease is
 -- re-checked under the lock, so a heartbeat that committed first wins.
 -- Also sweeps buffered occurrences whose job has nothing running any more (a safety net for the
