@@ -56,6 +56,8 @@ def test_a_result_in_other_units_or_with_another_number_than_its_expression_is_w
              "Running at once: 830 × 20 s ≈ 16,700."]  # the unit left off the result
     assert [find_calculation(s)[1] for s in wrong] == [False] * 4
     assert [find_calculation(s)[1] for s in right] == [True] * 4
+    # A rate against a rate is no window: judged, not a unit error ("Cannot convert from 1/second to second").
+    assert find_calculation("dispatch rate of one worker | 200/s (assumed) | 9,859/s → 1 short-pool process")
 
 
 def test_a_backlogs_drain_time_is_checked():

@@ -383,7 +383,7 @@ def _per_window(qs: list[Quantity], run: tuple[int, int], value: pint.Quantity, 
     ratio = value / target
     for index in range(run[0], run[1] + 1):
         window = qs[index].amount
-        if window.dimensionality == ratio.dimensionality and not window.dimensionless and \
+        if window.dimensionality == ratio.dimensionality == units().Quantity(1, "second").dimensionality and \
                 _close(window.to(ratio.units).magnitude, ratio.magnitude) and \
                 any(_close(window.to(unit).magnitude, 1) for unit in ("second", "minute", "hour", "day")):
             return True
