@@ -77,6 +77,8 @@ def test_double_negation_still_credits_the_mechanism():
                          "the workers when a tenant starves the others; per-tenant caps apply."),
     ("catch_up", "After downtime, all missed occurrences fire at once so the backlog is cleared in one burst "
                  "under the per-job misfire policy."),
+    ("lease_fencing", "Workers heartbeat every 5 s and their lease expires after 30 s; then the run is re-queued "
+                      "and the monitor sends a terminate signal to the old worker's host so two copies do not run."),
     ("catch_up", "Missed runs follow the per-job misfire policy and are released after downtime with a release "
                  "rate of unlimited, so the backlog is gone in a second."),
     ("replica_double_fire", "Each of the scheduler nodes is the leader for every job, and ZooKeeper's lease keeps "

@@ -41,6 +41,10 @@ COOPERATION = pattern(r"(job|handler|sink|downstream|author|user|tenant|caller)s
                       r"\b(impossible|not (possible|achievable)|cannot be guaranteed|no such thing)",
                       r"\b(effectively|at[- ]least[- ]once plus)")
 
+# A design whose store checks a token or epoch: a lock or a kill on top of it is an extra, not the answer.
+FENCED = pattern(r"\bfenc", r"\bepoch\b", r"\bgeneration\b", r"version (number|counter)",
+                 r"\btoken\b.{0,60}\b(check|reject|compar|refus)")
+
 WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("delivery_semantics", "exactly-once execution promised without the job's cooperation", pattern(
         r"exactly[- ]once\b.{0,60}\b(end[- ]to[- ]end|side[- ]effects?|execution|guarantee)",
@@ -79,8 +83,13 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("lease_fencing", "a distributed lock trusted to keep one holder (a paused holder outlives its expiry)",
                 pattern(r"(redis|zookeeper|etcd|distributed|setnx)\W+(\w+\W+){0,3}lock\w*\b.{0,80}\b(ensures?|"
                         r"guarantees?|so that|means) (that )?(only one|no two|never|a single)"), 3 / 8,
-                unless_anywhere=pattern(r"\bfenc", r"\bepoch\b", r"\bgeneration\b", r"version (number|counter)",
-                                        r"\btoken\b.{0,60}\b(check|reject|compar|refus)")),
+                unless_anywhere=FENCED),
+    WrongAnswer("lease_fencing", "the old copy stopped by a kill sent to it (a partitioned worker never receives it)",
+                pattern(r"\b(send|sends|sent|sending|issues?|issued)\b.{0,20}\b(kill|terminat\w*|stop|shutdown)\b"
+                        r".{0,40}\b(old|first|previous|original|stale|zombie)\b",
+                        r"\b(old|first|previous|original|stale|zombie) (worker|copy|attempt|instance|host)\b.{0,20}\b"
+                        r"(is |gets )?(sent|given) an? (kill|stop|terminate)",
+                        r"\bwe kill the (old|first|previous|stale|zombie)\b"), 3 / 8, unless_anywhere=FENCED),
     WrongAnswer("lease_fencing", "fencing tokens said to stop a second copy from running (they stop its writes)",
                 pattern(r"fenc\w*\b.{0,80}\b(two workers|second copy|two copies|split[- ]brain)\b.{0,30}\b(never|"
                         r"impossible|cannot|can'?t)\b",
