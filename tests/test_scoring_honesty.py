@@ -99,6 +99,8 @@ def test_double_negation_still_credits_the_mechanism():
                          "run on a separate pool with fair queuing between tenants."),
     ("clocks", "The scheduler sends the worker the current value of its monotonic clock plus 30 s as the lease "
                "deadline, so skew between machines does not matter."),
+    ("clocks", "Workers write last_heartbeat_at every 5 s with their local timestamp, and the monitor declares a "
+               "worker dead when that heartbeat is more than 30 s older than the monitor's time."),
     ("clocks", "The worker compares the deadline it was given with its own clock, because the database's clock "
                "decides every lease."),
     ("replica_double_fire", "Five nodes run consensus; the elected leader fires due jobs and every follower also "

@@ -112,7 +112,9 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"compar\w*\b.{0,60}\btimestamps?\b.{0,60}\b(with|against|to)\b.{0,20}\b(its|their|the \w+'?s?) own clock",
         r"\bntp\b.{0,80}\b(comparable|in sync|synchroni[sz]ed|keeps?|guarantees?|ensures?|solves?)\b",
         r"(in sync|synchroni[sz]ed) (by|with|via|using) ntp",
-        r"worker'?s? (own )?timestamps? (can|could) be compared"), 0.0,
+        r"worker'?s? (own )?timestamps? (can|could) be compared",
+        # a heartbeat stamped by the worker's wall clock and judged by another node's
+        r"\b(with|using|stamped (with|by)) (their|its) (own )?local (wall[- ]?)?(clock|time|timestamp)s?\b"), 0.0,
                 # "NTP keeps them close, but we never compare clocks: only the database's now() decides"
                 unless=pattern(r"\b(never|not|don'?t|do not|nobody) (compares?|relys?|relies|depends?|trusts?)\b",
                                r"\bonly the (database|db|store|server)'?s?\b")),
