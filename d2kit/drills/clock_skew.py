@@ -10,9 +10,10 @@ database is stored and shown -- because seeing a skewed node is useful, just nev
 
 How the drill does it: the only worker runs 30 s behind and the only scheduler 30 s ahead -- with libfaketime
 preloaded (the PyPI package builds it at install), so every clock read in those processes is skewed, not just
-the kit's own code; where it cannot be loaded the drill is "not run", never passed -- and they run one-shot jobs, per-second crons and jobs that outlive their lease several times over. The
-invariants check the recorded skew (so the fault was real), that nothing was dispatched before its fire time or
-materialised early, that nothing ran twice, and that no lease was reaped while its heartbeats were current.
+the kit's own code; where it cannot be loaded the drill is "not run", never passed -- and they run one-shot
+jobs, per-second crons and jobs that outlive their lease several times over. The invariants check the
+recorded skew (so the fault was real), that nothing was dispatched before its fire time or materialised early,
+that nothing ran twice, and that no lease was reaped while its heartbeats were current.
 """
 
 from __future__ import annotations
