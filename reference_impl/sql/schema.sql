@@ -328,6 +328,17 @@ CREATE TABLE IF NOT EXISTS fence_rejections (
     rejected_at    timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
+-- The last line of defence's evidence: every fire time a materialise pass offered that already had its occurrence,
+-- so UNIQUE (job_id, fire_at) refused it (d2_materialise). Normally empty -- a replica writes only fire times after
+-- the job's cursor, under the job's row lock -- so a row here means a pass replayed a stale cursor.
+CREATE TABLE IF NOT EXISTS duplicate_fire_refusals (
+    id          bigserial PRIMARY KEY,
+    job_id      bigint NOT NULL,
+    fire_at     timestamptz NOT NULL,
+    refused_by  text NOT NULL DEFAULT current_setting('application_name'),   -- the session (replica) that offered it
+    refused_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
 -- The demo "job's own write path": a ledger whose rows remember the highest token that wrote them.
 CREATE TABLE IF NOT EXISTS ledger (
     key          text PRIMARY KEY,
