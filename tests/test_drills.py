@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from d2kit.drills import DRILLS
+from d2kit.drills import DRILLS, clock_skew, harness
+from d2kit.drills import cli as drill_cli
 from d2kit.drills.proxy import TcpProxy
 from reference_impl import db
 
@@ -56,7 +58,7 @@ def test_drill_holds_every_invariant_in_quick_mode(name):
 
 @pytest.mark.drill
 @pytest.mark.slow
-def test_worker_partition_without_fencing_reports_two_accepted_effects():
+def test_worker_partition_without_fencing_or_watchdog_fails_on_both_sides_of_the_lease():
     result, status = run_drill("worker-partition", "--quick", "--negative-control")
     assert status == 1 and not result["passed"]
     effects = invariant(result, "exactly one accepted ledger effect")
@@ -64,9 +66,59 @@ def test_worker_partition_without_fencing_reports_two_accepted_effects():
     # the stale token overwrote the retry's value: the corruption fencing exists to prevent
     assert effects["observed"]["ledger_now_holds_token"] == min(effects["observed"]["accepted_tokens"])
     assert not invariant(result, "the stale copy's late ledger write was refused")["holds"]
-    # ...and it failed for that reason only: the fault itself was real and the rest still held
+    # the worker's side: without its watchdog it trusted every lease until the database said lost, after the expiry
+    trusted = invariant(result, "the partitioned worker stopped trusting each lease by its own monotonic clock")
+    assert not trusted["holds"]
+    assert {trusted["observed"][job]["source"] for job in ("ledger", "charge", "cooperative")} == {"database"}
+    assert all(trusted["observed"][job]["seconds_before_expiry"] < 0 for job in ("ledger", "charge", "cooperative"))
+    assert not invariant(result, "the cooperative handler stopped when its lease was distrusted")["holds"]
+    # ...and it failed for those reasons only: the fault itself was real and the rest still held
     assert invariant(result, "the fault was real")["holds"]
     assert invariant(result, "the occurrence was re-dispatched with a higher fencing token")["holds"]
+    assert invariant(result, "the stale completion was refused and recorded")["holds"]
+
+
+@pytest.mark.drill
+@pytest.mark.slow
+def test_replica_double_fire_without_the_unique_key_writes_the_rogue_replay_twice():
+    result, status = run_drill("replica-double-fire", "--quick", "--negative-control")
+    assert status == 1 and not result["passed"]
+    replay = invariant(result, "the fault was real: a rogue replica replayed")
+    assert replay["holds"] and replay["observed"]["inserted"] == replay["observed"]["stale_jobs"] > 0
+    refused = invariant(result, "the unique key refused every fire time")
+    assert not refused["holds"] and refused["observed"]["refusals_recorded"] == 0
+    once = invariant(result, "every job has exactly one occurrence per scheduled fire time")
+    assert not once["holds"] and once["observed"]["duplicated"] == replay["observed"]["stale_jobs"]
+    # the replicas themselves, crash and all, still never offered a written fire time
+    assert invariant(result, "the replicas themselves never offered a written fire time")["holds"]
+    assert invariant(result, "the fault was real: scheduler-2 died of SIGKILL")["holds"]
+
+
+def test_clock_skew_proves_libfaketime_moves_a_child_process_clock_or_says_why_not(tmp_path):
+    assert clock_skew.skew_injected(clock_skew.faketime_env(+30, tmp_path), +30) is None
+    # the same request without the library preloaded: the clock does not move, and the probe says so
+    unskewed = {k: v for k, v in clock_skew.faketime_env(+30, tmp_path).items() if k != "LD_PRELOAD"}
+    assert "did not skew" in clock_skew.skew_injected(unskewed, +30)
+
+
+def test_a_drill_that_cannot_inject_its_fault_is_not_run_never_passed(monkeypatch, server_url, tmp_path):
+    def run(drill):
+        drill.check("an invariant that held before the fault was tried", True, {})
+        drill.not_run("the fault is unavailable on this machine")
+
+    probe = types.ModuleType("d2kit.drills.fault_unavailable")
+    probe.__doc__ = "Can the fault be injected?\n\nNot here."
+    probe.FOLLOW_UP, probe.run = None, run
+    monkeypatch.setitem(sys.modules, probe.__name__, probe)
+    monkeypatch.setitem(DRILLS, "fault-unavailable", "fault_unavailable")
+    monkeypatch.setenv("DATABASE_URL", server_url)
+    monkeypatch.setattr(harness, "REPORTS_DIR", tmp_path)
+    result = harness.run_drill("fault-unavailable", quick=True, live=False)
+    assert result["verdict"] == "not run: the fault is unavailable on this machine"
+    assert not result["passed"] and result["not_run"]
+    assert "NOT RUN" in Path(result["report"]).read_text().splitlines()[0]
+    assert drill_cli._exit_status([result]) == drill_cli.NOT_RUN_EXIT
+    assert drill_cli._exit_status([result, {**result, "passed": False, "not_run": None}]) == 1
 
 
 @pytest.mark.drill

@@ -94,8 +94,10 @@ def run(drill: Drill) -> None:
             with drill.fault("network cut: worker A ↮ PostgreSQL") as cut:
                 proxy.cut()
                 drill.cluster.start_worker("worker-B", concurrency=3, lease=lease, env=env)
-                drill.wait_for("the retry to succeed on worker B", lambda: drill.scalar(
-                    "SELECT state = 'succeeded' FROM occurrences WHERE id = :o", o=occurrence), timeout=partition + 20)
+                # Finished, not "succeeded": an occurrence that is dead instead fails a named invariant below.
+                drill.wait_for("the occurrence to finish (the retry on worker B succeeds)", lambda: drill.scalar(
+                    "SELECT finished_at IS NOT NULL FROM occurrences WHERE id = :o", o=occurrence),
+                    timeout=partition + 20)
                 time.sleep(max(0.0, partition - (drill.now() - cut.start).total_seconds()))
                 proxy.heal()
             healed_at = cut.end = drill.now()
