@@ -67,3 +67,14 @@ def test_the_published_table_is_a_run_of_this_set_with_every_mutation_caught():
         "the mutation set changed since the published run: run `make mutants` again"
     assert table["total"] == len(mutants.MUTATIONS)
     assert table["caught"] == table["total"] == sum(r["caught"] for r in table["mutations"])
+
+
+def test_a_run_of_some_mutations_replaces_only_their_rows(tmp_path):
+    path = tmp_path / "mutants.json"
+    first, second = mutants.MUTATIONS[:2]
+    row = {"mutation": first.name, "caught": True, "ran_at": "2026-01-01T00:00:00+00:00"}
+    mutants.publish([row, {"mutation": "no-longer-in-the-set", "caught": True}], path)
+    written = mutants.publish([{"mutation": second.name, "caught": False}], path)
+    assert [r["mutation"] for r in written["mutations"]] == [first.name, second.name]  # the set's order
+    assert written["mutations"][0] == row and (written["caught"], written["total"]) == (1, 2)
+    assert json.loads(path.read_text()) == written

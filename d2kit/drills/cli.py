@@ -172,14 +172,14 @@ def _verdict_table(results: list[dict[str, Any]]) -> Table:
 
 @app.command("mutants")
 def mutants(
-    names: list[str] = typer.Argument(None, help="Only these mutations (default: all). Only a run of all of them "
-                                                 "is published."),
+    names: list[str] = typer.Argument(None, help="Only these mutations (default: all); their rows of the "
+                                                 "published table are replaced."),
     as_json: bool = typer.Option(False, "--json", help="Print the result table as JSON."),
     list_only: bool = typer.Option(False, "--list", help="List the mutations and what must catch each; run nothing."),
 ) -> None:
     """Mutation testing: break each guarantee on purpose, one realistic bug at a time, in a scratch copy, and check
-    that the drill (quick mode) or test named for it catches it. A run of every mutation writes
-    docs/drills/mutants.json, which the drills page renders. Exit 0 only when every mutation was caught.
+    that the drill (quick mode) or test named for it catches it. The results go to docs/drills/mutants.json,
+    which the drills page renders. Exit 0 only when every mutation run was caught.
     Takes about a minute per mutation (`make mutants`)."""
     from rich.progress import Progress
 
@@ -209,9 +209,8 @@ def mutants(
             progress.advance(task)
             progress.console.print(("[green]caught[/]" if result["caught"] else "[red]NOT CAUGHT[/]")
                                    + f" {mutation.name}: {'; '.join(result['caught_by'])[:200]}")
-        results = mutation_testing.run_all(chosen, db.database_url(), report)
-    if not names:
-        mutation_testing.publish(results)
+        results = mutation_testing.table(mutation_testing.run_all(chosen, db.database_url(), report))
+    published = mutation_testing.publish(results["mutations"])
     if as_json:
         print(json.dumps(results, indent=2))
     else:
@@ -222,6 +221,6 @@ def mutants(
             table.add_row(r["mutation"], r["guarantee"], "[green]yes[/]" if r["caught"] else "[red]NO[/]",
                           "; ".join(r["caught_by"]))
         console.print(table)
-        if not names:
-            console.print(f"written: {_shown(str(mutation_testing.RESULTS))}")
+        console.print(f"written: {_shown(str(mutation_testing.RESULTS))} ({published['caught']} / "
+                      f"{published['total']} caught of {len(mutation_testing.MUTATIONS)} mutations)")
     raise typer.Exit(0 if results["caught"] == results["total"] else 1)

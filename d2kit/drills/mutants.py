@@ -4,8 +4,8 @@ A drill is worth what it catches. Each mutation below is one realistic bug -- a 
 reaper that reaps early, a materialiser that reads its own clock -- written as exact edits of the SQL or Python
 core. ``d2kit drill mutants`` (``make mutants``) applies each one alone to a scratch copy of the repository, runs
 the drill (quick mode) or test named to catch it against that copy, and records whether it did: a drill catches a
-mutation only when the named invariant fails, not when it merely crashes. The table goes to
-``docs/drills/mutants.json`` and the drills page renders it.
+mutation only when the named invariant fails, not when it merely crashes. The results are merged into
+``docs/drills/mutants.json`` (a run of some mutations replaces their rows) and the drills page renders it.
 
 Each edit's ``find`` must occur exactly once in the current source (tests/test_mutants.py checks it), so a
 refactor cannot silently turn a mutation into a no-op; every guarantee in the README has at least one mutation.
@@ -33,6 +33,7 @@ TIMEOUT_SECONDS = 420  # one drill in quick mode, or one test, on a loaded 2-cor
 COPY_IGNORES = shutil.ignore_patterns(".git", ".venv*", "node_modules", ".pgdata", "site", "reports", "__pycache__",
                                       ".pytest_cache", "*.egg-info")
 OPERATIONS, SCHEMA = "reference_impl/sql/operations.sql", "reference_impl/sql/schema.sql"
+REAPER_NOW = "current_setting('d2.reaper_now')::timestamptz"  # the reaper's process clock, in one mutation
 
 # The README's "What the design guarantees", by the bold words that start each one.
 AT_LEAST_ONCE = "At-least-once execution"
@@ -89,12 +90,17 @@ MUTATIONS = (
              (Edit("reference_impl/materializer.py", 'DUE_JOBS_SQL = text(DUE_JOBS + " FOR UPDATE SKIP LOCKED")',
                    "DUE_JOBS_SQL = text(DUE_JOBS)"),),
              drill="replica-double-fire", invariant="the replicas themselves never offered a written fire time"),
-    Mutation("reaper-reaps-early", ONE_CLOCK, "the reaper declares a lease lost 2 s before it expires",
-             (Edit(OPERATIONS, "WHERE a.state = 'running' AND a.lease_expires_at < now()\n",
-                   "WHERE a.state = 'running' AND a.lease_expires_at < now() + interval '2 seconds'\n"),
-              Edit(OPERATIONS, "AND a.state = 'running' AND a.lease_expires_at < now()\n            RETURNING",
-                   "AND a.state = 'running' AND a.lease_expires_at < now() + interval '2 seconds'\n"
-                   "            RETURNING")),
+    Mutation("reaper-reads-process-clock", ONE_CLOCK,
+             "the reaper compares lease expiries with the scheduler process's wall clock instead of now()",
+             (Edit("reference_impl/reaper.py", "from sqlalchemy import Connection, text",
+                   "from datetime import UTC, datetime\n\nfrom sqlalchemy import Connection, text"),
+              Edit("reference_impl/reaper.py", '    return conn.execute(text("SELECT d2_reap(:n)")',
+                   '    conn.execute(text("SELECT set_config(\'d2.reaper_now\', :t, true)"), '
+                   '{"t": datetime.now(UTC).isoformat()})\n    return conn.execute(text("SELECT d2_reap(:n)")'),
+              Edit(OPERATIONS, "a.lease_expires_at < now()\n             ORDER BY",
+                   f"a.lease_expires_at < {REAPER_NOW}\n             ORDER BY"),
+              Edit(OPERATIONS, "a.lease_expires_at < now()\n            RETURNING",
+                   f"a.lease_expires_at < {REAPER_NOW}\n            RETURNING")),
              drill="clock-skew", invariant="no lease was judged by a skewed clock"),
     Mutation("materialiser-reads-process-clock", ONE_CLOCK,
              "the materialiser plans fire times by the scheduler process's wall clock instead of the database's",
@@ -119,7 +125,7 @@ MUTATIONS = (
     Mutation("skipped-without-reason", NOTHING_DROPPED, "a skipped fire time is recorded without its reason",
              (Edit(OPERATIONS, "fire_at, max_attempts, reason, CASE WHEN reason IS NOT NULL THEN now() END",
                    "fire_at, max_attempts, NULL, CASE WHEN reason IS NOT NULL THEN now() END"),),
-             drill="catch-up-storm", invariant="every occurrence is terminal"),
+             test="tests/test_policies.py::test_skip_runs_nothing_missed_and_records_every_miss"),
     Mutation("tenant-cap-ignored", ISOLATION,
              "the claim ignores each tenant's max_running, so one tenant's flood takes every slot",
              (Edit(OPERATIONS, "WHERE cd.k <= cd.room", "WHERE true"),
@@ -170,7 +176,8 @@ def run_one(mutation: Mutation, database_url: str) -> dict[str, Any]:
             caught, caught_by = _judge(mutation, done)
         except subprocess.TimeoutExpired:
             caught, caught_by = False, [f"timed out after {TIMEOUT_SECONDS} s"]
-    return {"mutation": mutation.name, "guarantee": mutation.guarantee, "bug": mutation.bug,
+    return {"mutation": mutation.name, "ran_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "guarantee": mutation.guarantee, "bug": mutation.bug,
             "files": sorted({e.path for e in mutation.edits}), "expected": mutation.catcher, "caught": caught,
             "caught_by": caught_by, "duration_s": round(time.monotonic() - started, 1)}
 
@@ -191,18 +198,28 @@ def _judge(mutation: Mutation, done: subprocess.CompletedProcess) -> tuple[bool,
 
 
 def run_all(mutations: list[Mutation], database_url: str,
-            progress: Callable[[Mutation, dict[str, Any] | None], None]) -> dict[str, Any]:
+            progress: Callable[[Mutation, dict[str, Any] | None], None]) -> list[dict[str, Any]]:
     results = []
     for mutation in mutations:
         progress(mutation, None)
         results.append(run_one(mutation, database_url))
         progress(mutation, results[-1])
-    return {"ran_at": datetime.now(UTC).isoformat(timespec="seconds"), "mode": "quick",
-            "caught": sum(r["caught"] for r in results), "total": len(results), "mutations": results}
+    return results
 
 
-def publish(table: dict[str, Any], path: Path = RESULTS) -> None:
-    path.write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
+def table(results: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"mode": "quick", "caught": sum(r["caught"] for r in results), "total": len(results),
+            "mutations": results}
+
+
+def publish(results: list[dict[str, Any]], path: Path = RESULTS) -> dict[str, Any]:
+    """Merge these results into the published table (a run of some mutations replaces only their rows; rows of
+    mutations no longer in the set are dropped) and write it. Returns the table written."""
+    rows = {r["mutation"]: r for r in (read_published(path) or {"mutations": []})["mutations"]}
+    rows.update({r["mutation"]: r for r in results})
+    written = table([rows[m.name] for m in MUTATIONS if m.name in rows])
+    path.write_text(json.dumps(written, indent=2) + "\n", encoding="utf-8")
+    return written
 
 
 def read_published(path: Path = RESULTS) -> dict[str, Any] | None:

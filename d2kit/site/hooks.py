@@ -216,12 +216,12 @@ def mutants_table() -> str:
     if table is None:
         return ('!!! note "No mutation run yet"\n\n'
                 "    Run `make mutants` (or `d2kit drill mutants`); the table appears here.\n")
-    lines = [f"**{table['caught']} / {table['total']} mutations caught** ({table['mode']} mode, run "
-             f"{table['ran_at']}).", "",
-             "| Mutation | Guarantee it breaks | The bug | Must be caught by | Caught | What failed |",
-             "|---|---|---|---|---|---|"]
+    lines = [f"**{table['caught']} / {table['total']} mutations caught** (drills in {table['mode']} mode).", "",
+             "| Mutation | Guarantee it breaks | The bug | Must be caught by | Caught | What failed | Run |",
+             "|---|---|---|---|---|---|---|"]
     for r in table["mutations"]:
-        cells = (r["guarantee"], r["bug"], r["expected"], "yes" if r["caught"] else "**NO**", "; ".join(r["caught_by"]))
+        cells = (r["guarantee"], r["bug"], r["expected"], "yes" if r["caught"] else "**NO**", "; ".join(r["caught_by"]),
+                 r["ran_at"][:10])
         lines.append(f"| `{r['mutation']}` | " + " | ".join(table_cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
