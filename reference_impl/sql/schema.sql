@@ -80,6 +80,8 @@ CREATE TABLE IF NOT EXISTS jobs (
 -- The materialiser's poll: "which jobs have a fire time coming up?"
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (next_fire_at)
     WHERE next_fire_at IS NOT NULL AND NOT paused AND deleted_at IS NULL;
+-- A tenant's job list (GET /v1/jobs, `d2kit jobs list`): newest first, a page at a time by id.
+CREATE INDEX IF NOT EXISTS jobs_by_tenant ON jobs (tenant_id, id);
 -- Retention forgets a one-shot job once its history is older than the retention (d2_forget_jobs), oldest first.
 CREATE INDEX IF NOT EXISTS jobs_forgettable ON jobs (history_until) WHERE schedule_kind = 'once';
 
