@@ -115,10 +115,10 @@ def _exit_status(results: list[dict[str, Any]]) -> int:
     return NOT_RUN_EXIT if all(r["passed"] or r["not_run"] for r in results) else 1
 
 
-def _verdict(result: dict[str, Any]) -> str:
-    """The verdict in three states: passed, failed, or not run (with why)."""
+def _verdict(result: dict[str, Any], why: bool = True) -> str:
+    """The verdict in three states: passed, failed, or not run (with why, unless ``why`` is False)."""
     if result["not_run"]:
-        return f"[bold yellow]- NOT RUN[/]: {result['not_run']}"
+        return "[bold yellow]- NOT RUN[/]" + (f": {result['not_run']}" if why else "")
     return "[bold green]✓ PASSED[/]" if result["passed"] else "[bold red]✗ FAILED[/]"
 
 
@@ -145,9 +145,10 @@ def _print_verdict(result: dict[str, Any]) -> None:
 def _print_summary(result: dict[str, Any]) -> None:
     """One line per drill in `drill all`; the invariants that failed, if any, spelled out."""
     held = sum(i["holds"] for i in result["invariants"])
-    mark = _verdict(result)
-    console.print(f"{mark} [bold]{result['drill']}[/]: {held}/{len(result['invariants'])} invariants held "
-                  f"({result['duration_s']} s) -- {_shown(result['report'])}")
+    console.print(f"{_verdict(result, why=False)} [bold]{result['drill']}[/]: "
+                  + (f"{result['not_run']} " if result["not_run"] else "")
+                  + f"{held}/{len(result['invariants'])} invariants held ({result['duration_s']} s) -- "
+                  f"{_shown(result['report'])}")
     for inv in result["invariants"]:
         if not inv["holds"]:
             console.print(f"    [red]✗[/] {inv['name']}: {json.dumps(inv['observed'], default=str)[:300]}")

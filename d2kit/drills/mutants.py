@@ -35,14 +35,14 @@ COPY_IGNORES = shutil.ignore_patterns(".git", ".venv*", "node_modules", ".pgdata
 OPERATIONS, SCHEMA = "reference_impl/sql/operations.sql", "reference_impl/sql/schema.sql"
 REAPER_NOW = "current_setting('d2.reaper_now')::timestamptz"  # the reaper's process clock, in one mutation
 
-# The README's "What the design guarantees", by the bold words that start each one.
+# The README's "What the design guarantees", each starting with the bold words that start it there.
 AT_LEAST_ONCE = "At-least-once execution"
 NO_DOUBLE = "No double materialisation"
 KEPT_RECORD = "A bounded queue, a kept record"
 ONE_CLOCK = "Leases by one clock"
 FENCING = "Fencing on both paths"
 NOTHING_DROPPED = "Nothing silently dropped"
-DEDUP = "Not promised:"  # exactly-once effects only where the write path deduplicates on the idempotency key
+DEDUP = "Not promised: exactly-once side effects (once only where the write path deduplicates)"
 GUARANTEES = (AT_LEAST_ONCE, NO_DOUBLE, KEPT_RECORD, ONE_CLOCK, FENCING, NOTHING_DROPPED, DEDUP)
 ISOLATION = "Tenant isolation (follow-up 4)"  # a promise of the design doc, not in the README's list
 

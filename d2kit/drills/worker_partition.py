@@ -59,7 +59,7 @@ def run(drill: Drill) -> None:
         drill.notes.append("**FENCING AND THE LEASE WATCHDOG DISABLED in the workers (negative control).**")
 
     with TcpProxy(drill.url) as proxy:
-        with drill.phase("worker A (through the proxy) claims a ledger_write job"):
+        with drill.phase("worker A (through the proxy) claims a ledger_write, a charge and a cooperative job"):
             drill.cluster.start_scheduler("scheduler-1")
             drill.cluster.start_worker("worker-A", concurrency=3, lease=lease, url=proxy.url_for(drill.url), env=env)
             with drill.engine.begin() as conn:
@@ -113,12 +113,12 @@ def run(drill: Drill) -> None:
         drill.metrics["proxy"] = vars(proxy.stats)
 
     with drill.engine.begin() as conn:
-        _check(drill, conn, occurrence, token_a, healed_at)
+        _check(drill, conn, occurrence, token_a, healed_at, stale_tokens)
         _check_charge(drill, conn, charge["id"])
         _check_worker_side(drill, conn, stale_tokens, healed_at)
 
 
-def _check(drill: Drill, conn, occurrence: int, token_a: int, healed_at) -> None:
+def _check(drill: Drill, conn, occurrence: int, token_a: int, healed_at, stale_tokens: dict[str, int]) -> None:
     attempts = [dict(r) for r in conn.execute(text(
         "SELECT token, worker_id, state, dispatched_at, lease_expires_at, heartbeat_at, finished_at FROM attempts"
         " WHERE occurrence_id = :o ORDER BY token"), {"o": occurrence}).mappings()]
@@ -147,9 +147,10 @@ def _check(drill: Drill, conn, occurrence: int, token_a: int, healed_at) -> None
                  "ledger_now_holds_token": conn.execute(text("SELECT fence_token FROM ledger")).scalar()})
     drill.check("the stale copy's late ledger write was refused (fence_rejections, path ledger_write)",
                 "ledger_write" in stale_paths, {"rejection_paths_for_stale_token": stale_paths})
-    drill.check("the stale completion was refused and recorded (fence_rejections, path complete)",
-                "complete" in stale_paths, {"rejections": [r for r in rejections if r["token"] == token_a],
-                                            "stale_attempt_now": stale["state"]})
+    refused = {kind: [r["detail"] for r in rejections if r["token"] == token and r["path"] == "complete"]
+               for kind, token in stale_tokens.items()}
+    drill.check("the stale completion was refused and recorded (fence_rejections, path complete), for each of "
+                "worker A's partitioned attempts", all(refused.values()), refused)
     drill.check("the occurrence succeeded exactly once, by the higher token",
                 state == "succeeded" and [a["token"] for a in attempts if a["state"] == "succeeded"]
                 == [winner and winner["token"]], {"occurrence_state": state,
