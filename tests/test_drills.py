@@ -34,6 +34,13 @@ def run_drill(*args: str) -> tuple[dict, int]:
     return json.loads(completed.stdout), completed.returncode
 
 
+def run_negative_control(name: str) -> dict:
+    """Run a drill with its mechanism switched off: it must fail (each test then says which invariants)."""
+    result, status = run_drill(name, "--quick", "--negative-control")
+    assert status == 1 and not result["passed"], "a negative control that passes proves its invariants cannot fail"
+    return result
+
+
 def invariant(result: dict, starts_with: str) -> dict:
     matches = [i for i in result["invariants"] if i["name"].startswith(starts_with)]
     assert len(matches) == 1, f"expected one invariant starting {starts_with!r}, got {matches}"
@@ -59,8 +66,7 @@ def test_drill_holds_every_invariant_in_quick_mode(name):
 @pytest.mark.drill
 @pytest.mark.slow
 def test_worker_partition_without_fencing_or_watchdog_fails_on_both_sides_of_the_lease():
-    result, status = run_drill("worker-partition", "--quick", "--negative-control")
-    assert status == 1 and not result["passed"]
+    result = run_negative_control("worker-partition")
     effects = invariant(result, "exactly one accepted ledger effect")
     assert not effects["holds"] and len(effects["observed"]["accepted_tokens"]) == 2
     # the stale token overwrote the retry's value: the corruption fencing exists to prevent
@@ -81,8 +87,7 @@ def test_worker_partition_without_fencing_or_watchdog_fails_on_both_sides_of_the
 @pytest.mark.drill
 @pytest.mark.slow
 def test_replica_double_fire_without_the_unique_key_writes_the_rogue_replay_twice():
-    result, status = run_drill("replica-double-fire", "--quick", "--negative-control")
-    assert status == 1 and not result["passed"]
+    result = run_negative_control("replica-double-fire")
     replay = invariant(result, "the fault was real: a rogue replica replayed")
     assert replay["holds"] and replay["observed"]["inserted"] == replay["observed"]["stale_jobs"] > 0
     refused = invariant(result, "the unique key refused every fire time")
@@ -145,8 +150,7 @@ def test_proxy_cut_drops_live_connections_and_blackholes_new_ones_until_healed(d
 @pytest.mark.drill
 @pytest.mark.slow
 def test_catch_up_storm_without_the_admission_bucket_breaks_the_stated_rate():
-    result, status = run_drill("catch-up-storm", "--quick", "--negative-control")
-    assert status == 1 and not result["passed"]
+    result = run_negative_control("catch-up-storm")
     rate = invariant(result, "admission rate held")
     assert not rate["holds"] and rate["observed"]["peak_dispatches_in_1s"] > rate["observed"]["allowed"]
     # the policies' promises do not depend on the bucket: they still hold
@@ -156,8 +160,7 @@ def test_catch_up_storm_without_the_admission_bucket_breaks_the_stated_rate():
 @pytest.mark.drill
 @pytest.mark.slow
 def test_noisy_tenant_without_isolation_starves_the_victim():
-    result, status = run_drill("noisy-tenant", "--quick", "--negative-control")
-    assert status == 1 and not result["passed"]
+    result = run_negative_control("noisy-tenant")
     wait = invariant(result, "the victim's worst wait")
     assert not wait["holds"] and wait["observed"]["wait_s"]["p100"] > 2
     assert invariant(result, "the flood was real")["holds"]
@@ -166,8 +169,7 @@ def test_noisy_tenant_without_isolation_starves_the_victim():
 @pytest.mark.drill
 @pytest.mark.slow
 def test_scheduler_paused_without_session_timeouts_holds_the_jobs_for_the_whole_pause():
-    result, status = run_drill("scheduler-paused", "--quick", "--negative-control")
-    assert status == 1 and not result["passed"]
+    result = run_negative_control("scheduler-paused")
     assert invariant(result, "the fault was real")["holds"]
     waited = invariant(result, "the other replicas materialised the locked jobs")
     assert not waited["holds"] and waited["observed"]["slowest_job_waited_s"] >= waited["observed"]["paused_s"] - 1
@@ -179,8 +181,7 @@ def test_scheduler_paused_without_session_timeouts_holds_the_jobs_for_the_whole_
 @pytest.mark.drill
 @pytest.mark.slow
 def test_postgres_restart_without_outage_handling_runs_the_long_jobs_again():
-    result, status = run_drill("postgres-restart", "--quick", "--negative-control")
-    assert status == 1 and not result["passed"]
+    result = run_negative_control("postgres-restart")
     assert invariant(result, "the fault was real: PostgreSQL was down")["holds"]
     once = invariant(result, "no attempt was declared lost because of the outage alone")
     assert not once["holds"] and once["observed"]["long_pool_attempts"] > once["observed"]["long_jobs"]
