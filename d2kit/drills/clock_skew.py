@@ -9,7 +9,7 @@ expiry whatever either wall clock says. Wall clocks are still recorded -- each p
 database is stored and shown -- because seeing a skewed node is useful, just never load-bearing.
 
 How the drill does it: the only worker runs 30 s behind and the only scheduler 30 s ahead -- with libfaketime
-preloaded (the PyPI package builds it at install), so every clock read in those processes is skewed, not just
+preloaded (the PyPI package ships it), so every clock read in those processes is skewed, not just
 the kit's own code; where it cannot be loaded the drill is "not run", never passed -- and they run one-shot
 jobs, per-second crons and jobs that outlive their lease several times over. The invariants check the
 recorded skew (so the fault was real), that nothing was dispatched before its fire time or materialised early,
@@ -42,8 +42,8 @@ SLEEP_SHIM = "import select\nimport time\n\ntime.sleep = lambda seconds: select.
 
 
 def faketime_env(seconds: int, shim_dir: Path) -> dict[str, str]:
-    """The environment of a process whose every wall-clock read is ``seconds`` off: libfaketime, built by the PyPI
-    package ``libfaketime`` when the kit was installed, preloaded into it."""
+    """The environment of a process whose every wall-clock read is ``seconds`` off: libfaketime, as the PyPI package
+    ``libfaketime`` installs it (its wheel ships a Linux x86-64 build), preloaded into it."""
     import libfaketime  # a dependency; imported here so only this drill pays for it
 
     shim_dir.mkdir(parents=True, exist_ok=True)
@@ -81,7 +81,7 @@ def run(drill: Drill) -> None:
     drill.scale("lease", f"30 s scaled to {LEASE_SECONDS:g} s; long jobs run {3 * LEASE_SECONDS:g} s")
     drill.scale("workload", f"{seconds:g} s of one-shot jobs, per-second crons and long jobs")
     drill.notes.append(
-        "How the skew is made: libfaketime (built by the PyPI package `libfaketime` at install) is preloaded into "
+        "How the skew is made: libfaketime (from the PyPI package `libfaketime`, a pip dependency) is preloaded into "
         "the scheduler and worker processes, so every wall-clock read in them is skewed, not only the kit's own. "
         "Its monotonic clock is left real (FAKETIME_DONT_FAKE_MONOTONIC=1), as on a real skewed host, and "
         "`time.sleep` waits with select(): libfaketime 0.9.10 can otherwise hang CPython's timed waits or make "
