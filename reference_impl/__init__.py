@@ -9,6 +9,7 @@ reaper (lease expiry)       ``sql/operations.sql`` d2_reap, run by ``reaper.py``
 history and retention       ``sql/schema.sql`` execution_history; ``sql/operations.sql`` d2_archive and
                             d2_rotate_history, run by ``cleaner.py``
 materialiser (replicas)     ``materializer.py`` + d2_materialise
+routing by run time         ``sql/operations.sql`` d2_route_by_duration, run by ``router.py``
 catch-up and overlap        ``policies.py``; d2_enqueue applies the overlap policy, also to a manual run
                             (d2_trigger)
 jobs: validation and calls  ``jobs.py`` (shared by the CLI and the API)

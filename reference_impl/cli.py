@@ -203,7 +203,10 @@ def submit(
     overlap_policy: str = typer.Option("allow", help=" | ".join(policies.OVERLAP_POLICIES)),
     pool: str = typer.Option(None, help="short | long (default from --expected-duration)."),
     expected_duration: float = typer.Option(None, help="Expected run time in seconds (picks the pool)."),
-    max_attempts: int = typer.Option(3, help="Attempts before an occurrence is dead."),
+    delivery: str = typer.Option("at_least_once", help=f"{' | '.join(policies.DELIVERY)}: whether a lost "
+                                 "attempt is retried, or its occurrence recorded dead (never started twice)."),
+    max_attempts: int = typer.Option(None, help="Attempts before an occurrence is dead (default 3; at_most_once: "
+                                     "1)."),
     max_runtime: float = typer.Option(None, help="Seconds an attempt may run before it is cancelled and ends "
                                       "timed_out (default: its pool's)."),
     retry_base: float = typer.Option(1.0, help="Seconds: retry backoff base (exponential, full jitter)."),
@@ -218,7 +221,7 @@ def submit(
     fields = {"name": name, "handler": handler, "cron": cron, "timezone": timezone, "dst_gap": dst_gap,
               "dst_overlap": dst_overlap, "misfire_policy": misfire_policy, "catchup_window_seconds": catchup_window,
               "max_catchup": max_catchup, "overlap_policy": overlap_policy, "pool": pool,
-              "expected_duration_seconds": expected_duration, "max_attempts": max_attempts,
+              "expected_duration_seconds": expected_duration, "delivery": delivery, "max_attempts": max_attempts,
               "retry_base_seconds": retry_base, "max_runtime_seconds": max_runtime,
               "idempotency_key": idempotency_key}
     try:
@@ -372,15 +375,17 @@ def executions(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Every occurrence of a job with every attempt: worker, fencing token, times, outcome."""
+    from reference_impl import jobs
     from reference_impl import status as status_mod
     from reference_impl.views import executions_table
 
     with _engine().begin() as conn:
         rows = status_mod.executions(conn, job_id)
+        job = jobs.get(conn, None, job_id=job_id)
     if as_json:
         _print_json(rows)
     else:
-        console.print(executions_table(job_id, rows))
+        console.print(executions_table(job, job_id, rows))
 
 
 # -- processes ----------------------------------------------------------------------------------------
@@ -431,19 +436,24 @@ def worker_run(
     heartbeat: float = typer.Option(None, help="Heartbeat period in seconds (default lease/3, at most 10)."),
     poll: float = typer.Option(0.05, help="Idle poll period in seconds."),
     batch: int = typer.Option(64, min=1, help="Max occurrences per claim."),
+    max_abandoned: int = typer.Option(
+        None, min=1, help="Abandoned (hung) handler threads still alive at which the worker finishes its other "
+                          "handlers and exits with status 75 so its supervisor restarts it (default: a quarter "
+                          "of the slots)."),
 ) -> None:
-    """Run one worker process until SIGTERM/SIGINT."""
+    """Run one worker process until SIGTERM/SIGINT (exit 0), or until hung handlers make it recycle (exit 75)."""
     from reference_impl import processes
     from reference_impl.worker import Worker, WorkerConfig
 
     try:
-        config = WorkerConfig(process_id, pool, concurrency, lease, heartbeat, poll, batch)
+        config = WorkerConfig(process_id, pool, concurrency, lease, heartbeat, poll, batch,
+                              max_abandoned=max_abandoned)
     except ValueError as exc:
         _fail(str(exc))
     processes.configure_logging(process_id)
     worker = Worker(db.database_url(), config)
     processes.stop_on_signals(worker.stop)
-    worker.run()
+    raise typer.Exit(worker.run())
 
 
 @app.command()

@@ -25,9 +25,10 @@ MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 # scheduler pass holds FOR UPDATE on up to 500 due jobs) until PostgreSQL ends its session, and by default it
 # never does: no timeout applies, and TCP keepalives, if any, take hours. Each value is set by what it protects:
 #   idle in transaction  no transaction of the kit waits on its client for more than a pass's planning
-#                        (milliseconds), and a paused replica's locked jobs must go back well inside the fire lag
-#                        target (5 s p99); occurrences are written 2 s ahead, so most of the wait is absorbed
-#                        (the scheduler-paused drill measures how late they come out).
+#                        (milliseconds; a catch-up pass on a starved CPU can take longer, and the materialiser
+#                        then shrinks its passes until they fit), and a paused replica's locked jobs must go back
+#                        well inside the fire lag target (5 s p99); occurrences are written 2 s ahead, so most
+#                        of the wait is absorbed (the scheduler-paused drill measures how late they come out).
 #   statement            the short pool's lease: no statement of the kit outlives a lease.
 #   keepalives           a peer that vanished (partition, dead host) is noticed by both ends within
 #                        idle + interval x count = 5 + 2 x 3 = 11 s, a third of a lease.

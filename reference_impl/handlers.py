@@ -1,9 +1,9 @@
 """Job handlers: what a worker runs for an occurrence.
 
 A handler is a function ``handler(ctx: JobContext) -> None``; raising marks the attempt failed (it is
-retried with backoff until ``max_attempts``). Register one with ``@handler("name")``, optionally with
-a ``validate(payload)`` that raises ``ValueError`` naming the bad field -- it runs at submission, so a bad
-payload is a 422 instead of a dead job at 3 a.m.
+retried with backoff until ``max_attempts``, unless the job is ``at_most_once``). Register one with
+``@handler("name")``, optionally with a ``validate(payload)`` that raises ``ValueError`` naming the bad
+field -- it runs at submission, so a bad payload is a 422 instead of a dead job at 3 a.m.
 
 Handlers get a stable ``ctx.idempotency_key`` (same for every retry of one occurrence) and the attempt's
 fencing token ``ctx.token``; a handler with side effects passes the token to its write path

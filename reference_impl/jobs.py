@@ -20,7 +20,9 @@ from reference_impl.handlers import HANDLERS
 
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_SCHEDULE_AHEAD = timedelta(days=10 * 365)
-LONG_POOL_FROM = timedelta(minutes=1)  # jobs expected to run this long or longer go to the 'long' pool
+# Jobs expected to run this long or longer go to the 'long' pool; so do recurring jobs whose recent runs' p95 is
+# this long (router.py), whatever they declared.
+LONG_POOL_FROM = timedelta(minutes=1)
 
 
 class JobSpec(BaseModel):
@@ -46,7 +48,12 @@ class JobSpec(BaseModel):
     overlap_policy: Literal[policies.OVERLAP_POLICIES] = "allow"
     pool: Literal[states.POOLS] | None = Field(None, description="Defaults from expected_duration_seconds.")
     expected_duration_seconds: float | None = Field(None, ge=0, le=7 * 86_400)
-    max_attempts: int = Field(3, ge=1, le=25)
+    delivery: Literal[policies.DELIVERY] = Field("at_least_once", description=(
+        "What a lost attempt (worker killed or cut off) means: at_least_once retries it; at_most_once never "
+        "starts the occurrence twice, so an attempt that does not succeed makes it dead with the reason."))
+    # validate_default: the default depends on delivery, which is declared above so it is validated first
+    max_attempts: int | None = Field(None, ge=1, le=25, validate_default=True,
+                                     description="Default 3; at_most_once: 1, the only value it allows.")
     retry_base_seconds: float = Field(1.0, ge=0, le=3600)
     max_runtime_seconds: float | None = Field(None, gt=0, le=7 * 86_400,
                                               description="Defaults to the pool's (10 minutes short, 7 hours long).")
@@ -78,6 +85,15 @@ class JobSpec(BaseModel):
             value = schedule.resolve_hashed(value, info.data.get("name", ""))
             schedule.validate_cron(value)
         return value
+
+    @field_validator("max_attempts")
+    @classmethod
+    def _attempts_fit_delivery(cls, value: int | None, info: ValidationInfo) -> int:
+        if info.data.get("delivery") == "at_most_once":
+            if value not in (None, 1):
+                raise ValueError("an at_most_once job is attempted once: leave max_attempts out or set it to 1")
+            return 1
+        return 3 if value is None else value
 
     @field_validator("run_at")
     @classmethod
@@ -133,8 +149,10 @@ def unstorable_values(spec: JobSpec) -> list[tuple[tuple[str | int, ...], str]]:
 JOB_COLUMNS = (
     "id, tenant_id, name, handler, payload, pool, schedule_kind, run_at, cron, timezone, dst_gap, dst_overlap,"
     " misfire_policy, extract(epoch FROM catchup_window)::int AS catchup_window_seconds, max_catchup,"
-    " overlap_policy, max_attempts, retry_base_seconds, extract(epoch FROM max_runtime)::float8 AS max_runtime_seconds,"
-    " idempotency_key, paused, deleted_at, materialized_through, next_fire_at, schedule_error, created_at"
+    " overlap_policy, delivery, max_attempts, retry_base_seconds,"
+    " extract(epoch FROM max_runtime)::float8 AS max_runtime_seconds,"
+    " idempotency_key, paused, deleted_at, materialized_through, next_fire_at, schedule_error, created_at,"
+    " routed_pool"
 )
 
 
@@ -156,17 +174,17 @@ def submit(conn: Connection, tenant_id: str, spec: JobSpec) -> tuple[dict[str, A
         through, next_fire = db_now, schedule.next_fire_after(sched, db_now)
     row = conn.execute(text(
         "INSERT INTO jobs (tenant_id, name, handler, payload, pool, schedule_kind, run_at, cron, timezone,"
-        " dst_gap, dst_overlap, misfire_policy, catchup_window, max_catchup, overlap_policy, max_attempts,"
-        " retry_base_seconds, max_runtime, idempotency_key, materialized_through, next_fire_at)"
+        " dst_gap, dst_overlap, misfire_policy, catchup_window, max_catchup, overlap_policy, delivery,"
+        " max_attempts, retry_base_seconds, max_runtime, idempotency_key, materialized_through, next_fire_at)"
         " VALUES (:tenant, :name, :handler, CAST(:payload AS jsonb), :pool, :kind, :run_at, :cron, :tz,"
-        " :gap, :overlap, :misfire, make_interval(secs => :window), :max_catchup, :overlap_policy,"
+        " :gap, :overlap, :misfire, make_interval(secs => :window), :max_catchup, :overlap_policy, :delivery,"
         " :max_attempts, :retry_base, make_interval(secs => :max_runtime), :key, :through, :next_fire)"
         " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING id"),
         {"tenant": tenant_id, "name": spec.name, "handler": spec.handler, "payload": json.dumps(spec.payload),
          "pool": spec.resolved_pool(), "kind": sched.kind, "run_at": spec.run_at, "cron": spec.cron,
          "tz": spec.timezone, "gap": spec.dst_gap, "overlap": spec.dst_overlap, "misfire": spec.misfire_policy,
          "window": spec.catchup_window_seconds, "max_catchup": spec.max_catchup,
-         "overlap_policy": spec.overlap_policy, "max_attempts": spec.max_attempts,
+         "overlap_policy": spec.overlap_policy, "delivery": spec.delivery, "max_attempts": spec.max_attempts,
          "retry_base": spec.retry_base_seconds, "max_runtime": spec.max_runtime_seconds,
          "key": spec.idempotency_key, "through": through,
          "next_fire": next_fire}).first()

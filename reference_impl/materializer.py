@@ -57,10 +57,34 @@ def plan_job(job, now: datetime) -> tuple[list[schedule.FireTime], datetime, dat
     return decided, horizon, schedule.next_fire_after(sched, horizon)
 
 
-def materialise_due(conn: Connection) -> int:
+class Materialiser:
+    """A replica's materialise service: passes of at most ``jobs_per_pass`` due jobs, which shrinks when a pass
+    does not finish. Planning happens inside the pass's transaction, while it holds the jobs' row locks, and the
+    session's idle_in_transaction_session_timeout (db.py) ends a transaction that waits on its client that long:
+    a catch-up pass on a starved CPU (500 jobs, hours of missed fire times each) can plan for longer, and would
+    then be ended, retried with the same jobs, and ended again -- a replica that never catches up. So after a
+    pass that did not finish the next takes half as many jobs, and each pass that finishes a quarter more, up to
+    JOBS_PER_PASS (as TCP's congestion window: cut fast, grow slowly, so it does not swing back over the limit)."""
+
+    def __init__(self) -> None:
+        self.jobs_per_pass = JOBS_PER_PASS
+        self._unfinished = False
+
+    def __call__(self, conn: Connection) -> int:
+        if self._unfinished:
+            self.jobs_per_pass = max(1, self.jobs_per_pass // 2)
+            log.warning("the last materialise pass did not finish: the next ones take %d jobs", self.jobs_per_pass)
+        self._unfinished = True
+        inserted = materialise_due(conn, self.jobs_per_pass)
+        self._unfinished = False
+        self.jobs_per_pass = min(JOBS_PER_PASS, self.jobs_per_pass + self.jobs_per_pass // 4 + 1)
+        return inserted
+
+
+def materialise_due(conn: Connection, jobs_per_pass: int = JOBS_PER_PASS) -> int:
     """One pass over due jobs, in the caller's transaction. Returns occurrence rows inserted."""
     return materialise(conn, conn.execute(DUE_JOBS_SQL, {"lookahead": LOOKAHEAD.total_seconds(),
-                                                         "n": JOBS_PER_PASS}).all())
+                                                         "n": jobs_per_pass}).all())
 
 
 def materialise(conn: Connection, jobs) -> int:

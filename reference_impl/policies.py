@@ -1,4 +1,4 @@
-"""Catch-up and overlap: the two product decisions a scheduler must expose per job, not decide silently.
+"""Catch-up, overlap and delivery: the product decisions a scheduler must expose per job, not decide silently.
 
 Misfire (catch-up after downtime) -- follow-up 3
 ================================================
@@ -41,6 +41,24 @@ policy            when an earlier occurrence is still ready/running           Ku
 Cancellation rides on the heartbeat: the worker's next heartbeat answers ``cancel`` and the handler is
 asked to stop; the attempt finishes ``cancelled``. A buffered occurrence becomes ``ready`` when the
 previous one reaches a terminal state (d2_promote_waiting).
+
+Delivery (what a lost attempt means) -- decided in d2_settle
+============================================================
+=================  ==========================================================================================
+delivery           an attempt that did not succeed: lost (worker killed or cut off, lease expired), timed out,
+                   or failed
+=================  ==========================================================================================
+``at_least_once``  retried after backoff until ``max_attempts`` (default): the handler may run twice, so its
+                   effects deduplicate on the occurrence's idempotency key (a token refuses only a stale write)
+``at_most_once``   never retried: the occurrence is ``dead`` with the reason (``lost attempt; at-most-once job
+                   is not retried: ...``). One attempt, so ``max_attempts`` is 1. Google's cron favours
+                   skipping a launch over risking a double one, which is harder to recover from (SRE book,
+                   chapter 24, "Distributed Periodic Scheduling with Cron")
+=================  ==========================================================================================
+
+A failed attempt is not retried either: its handler started, and may have written before it failed; nothing
+but the handler knows, so a job that can tell "did nothing" from "did half" retries itself or stays
+at_least_once.
 """
 
 from __future__ import annotations
@@ -53,6 +71,7 @@ from reference_impl.schedule import FireTime
 MISFIRE_THRESHOLD = timedelta(seconds=60)  # Quartz's misfireThreshold default
 MISFIRE_POLICIES = ("skip", "run_once", "run_all")
 OVERLAP_POLICIES = ("allow", "skip", "buffer_one", "buffer_all", "cancel_other")
+DELIVERY = ("at_least_once", "at_most_once")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,10 @@ from sqlalchemy import Connection, Engine, text
 
 log = logging.getLogger("d2kit")
 
+# A worker exits with this (EX_TEMPFAIL) when it recycles itself to end leaked handler threads (worker.py): not a
+# crash, so its supervisor starts it again at once.
+RECYCLE_EXIT = 75
+
 
 def wall_now() -> datetime:
     """This process's wall clock (what a skewed node believes the time is)."""

@@ -7,6 +7,8 @@ correctness comes from row locks and unique keys in PostgreSQL, not from electin
 * ``reap`` (reaper.py): attempts whose lease expired, by the database clock, are lost and retried;
 * ``archive``, ``rotate_history`` and ``forget_jobs`` (cleaner.py): finished executions move to the history,
   days older than the retention are dropped, and one-shot jobs that old are forgotten;
+* ``route`` (router.py): a recurring job whose recent runs take long has its next occurrences sent to the long
+  pool, whatever it declared;
 * ``heartbeat``: this replica's liveness row (``d2kit status``).
 
 A failing service is counted and tried again on its next period; it never stops the others.
@@ -23,7 +25,7 @@ from datetime import timedelta
 
 from sqlalchemy import Connection
 
-from reference_impl import cleaner, db, materializer, processes, reaper
+from reference_impl import cleaner, db, materializer, processes, reaper, router
 from reference_impl.lease import HEARTBEAT_SECONDS
 from reference_impl.maintenance import Service
 
@@ -45,10 +47,11 @@ class SchedulerConfig:
     archive_after: timedelta = cleaner.DEFAULT_ARCHIVE_AFTER
     retention_every_seconds: float = 60.0  # retention is in days: a minute late costs nothing
     retention: timedelta = cleaner.DEFAULT_RETENTION
+    route_every_seconds: float = router.ROUTE_EVERY.total_seconds()  # a job's pool follows its run times this late
 
     def __post_init__(self) -> None:
         for name in ("tick_seconds", "reap_every_seconds", "heartbeat_every_seconds", "archive_every_seconds",
-                     "retention_every_seconds"):
+                     "retention_every_seconds", "route_every_seconds"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"SchedulerConfig.{name} must be > 0, got {getattr(self, name)}")
         if self.retention <= self.archive_after:
@@ -63,7 +66,7 @@ class Scheduler:
         self.stop = threading.Event()
         cfg = config
         self.services = {service.name: service for service in (
-            Service("materialise", cfg.tick_seconds, materializer.materialise_due, batch=materializer.JOBS_PER_PASS),
+            Service("materialise", cfg.tick_seconds, materializer.Materialiser(), batch=materializer.JOBS_PER_PASS),
             Service("reap", cfg.reap_every_seconds, self._reap, batch=reaper.REAP_BATCH),
             Service("archive", cfg.archive_every_seconds,
                     lambda conn: cleaner.archive_finished(conn, cfg.archive_after), batch=cleaner.ARCHIVE_BATCH),
@@ -71,6 +74,8 @@ class Scheduler:
                     lambda conn: cleaner.rotate_history(conn, cfg.retention)),
             Service("forget_jobs", cfg.retention_every_seconds,
                     lambda conn: cleaner.forget_jobs(conn, cfg.retention), batch=cleaner.FORGET_BATCH),
+            Service("route", cfg.route_every_seconds, lambda conn: router.route_by_duration(
+                conn, timedelta(seconds=cfg.route_every_seconds))),
             Service("heartbeat", cfg.heartbeat_every_seconds, self._heartbeat),
         )}
         self._enrolled = False

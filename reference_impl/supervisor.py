@@ -3,11 +3,13 @@ depending on it.
 
 A member that exits or is killed is started again under the same id after a backoff that doubles with each
 crash in a row (``BACKOFF_FIRST`` up to ``BACKOFF_MAX``) and starts over once the member has stayed up
-``STABLE_AFTER``. A member that is only paused (SIGSTOP) is alive and is left alone: to the protocol it is a
-long GC pause, and its lease decides. The database is read by a thread of its own: while it is unreachable
-the summary says so and for how long, and supervision goes on -- the members retry by themselves, and the
-supervisor never needs the database to keep them running. Only ``stop()`` ends the cluster: every member is
-asked to drain (SIGTERM), and whatever is left after the bound is SIGKILLed.
+``STABLE_AFTER``. A worker that exits with ``RECYCLE_EXIT`` recycled itself on purpose (its hung handler threads
+can end no other way) and is started again at once, without counting as a crash. A member that is only paused
+(SIGSTOP) is alive and is left alone: to the protocol it is a long GC pause, and its lease decides. The database
+is read by a thread of its own: while it is unreachable the summary says so and for how long, and supervision
+goes on -- the members retry by themselves, and the supervisor never needs the database to keep them running.
+Only ``stop()`` ends the cluster: every member is asked to drain (SIGTERM), and whatever is left after the bound
+is SIGKILLed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from sqlalchemy import Engine
 
 from reference_impl import status
 from reference_impl.cluster import LocalCluster, Member
-from reference_impl.processes import describe_error
+from reference_impl.processes import RECYCLE_EXIT, describe_error
 
 BACKOFF_FIRST = 0.5  # seconds before the first restart of a member that died
 BACKOFF_MAX = 8.0    # the bound: a member that keeps dying is tried again at least this often
@@ -97,6 +99,9 @@ class Supervisor:
                 continue
             if seat.restart_at is None:  # just found dead
                 seat.last_exit = seat.member.popen.returncode
+                if seat.last_exit == RECYCLE_EXIT:
+                    seat.restart_at = now if self.restart else float("inf")
+                    continue
                 stable = now - seat.started_at >= STABLE_AFTER
                 seat.crashes_in_a_row = 1 if stable else seat.crashes_in_a_row + 1
                 seat.restart_at = now + backoff(seat.crashes_in_a_row) if self.restart else float("inf")

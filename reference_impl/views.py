@@ -37,14 +37,19 @@ def status_tables(summary: dict[str, Any]) -> list[Table]:
     return tables
 
 
+def _schedule(job: dict[str, Any]) -> str:
+    return f"{job['cron']} ({job['timezone']})" if job["cron"] else f"once at {job['run_at']}"
+
+
 def jobs_table(jobs: list[dict[str, Any]], next_before: int | None) -> Table:
     more = f" -- older: --before {next_before}" if next_before else ""
     table = Table(title=f"Jobs, newest first{more}")
     for col in ("id", "tenant", "name", "handler", "schedule", "pool", "overlap", "paused", "next fire"):
         table.add_column(col)
     for job in jobs:
-        schedule = f"{job['cron']} ({job['timezone']})" if job["cron"] else f"once at {job['run_at']}"
-        table.add_row(str(job["id"]), job["tenant_id"], job["name"], job["handler"], schedule, job["pool"],
+        schedule = _schedule(job)
+        pool = f"{job['pool']} → {job['routed_pool']} (observed)" if job["routed_pool"] else job["pool"]
+        table.add_row(str(job["id"]), job["tenant_id"], job["name"], job["handler"], schedule, pool,
                       job["overlap_policy"], "yes" if job["paused"] else "", str(job["next_fire_at"] or ""))
     return table
 
@@ -58,8 +63,10 @@ def job_table(job: dict[str, Any]) -> Table:
     return table
 
 
-def executions_table(job_id: int, rows: list[dict[str, Any]]) -> Table:
-    table = Table(title=f"Job {job_id}: occurrences and attempts (newest first)")
+def executions_table(job: dict[str, Any] | None, job_id: int, rows: list[dict[str, Any]]) -> Table:
+    # The schedule as stored: a hashed cron field ('H') is shown resolved, the minute this job really fires at.
+    schedule = "" if job is None else f", {_schedule(job)}"
+    table = Table(title=f"Job {job_id}{schedule}: occurrences and attempts (newest first)")
     for col in ("occurrence", "fire at", "state", "reason", "token", "worker", "attempt state", "dispatched",
                 "finished", "error"):
         table.add_column(col)

@@ -7,8 +7,11 @@ These loops share one process; each round trip to the database is batched:
 * **executor** -- a thread per attempt runs its handler; a finished handler queues its result. An attempt past
   its max runtime (the heartbeat answers ``timeout``) is asked to stop; a handler that has not stopped a
   heartbeat period later is abandoned: its slot is freed and the attempt completed as failed, which the
-  database records as ``timed_out``. (A thread cannot be killed; an abandoned one that never ends is leaked
-  until the process is recycled.)
+  database records as ``timed_out``. A thread cannot be killed, so an abandoned one that never ends is leaked
+  (its memory, a core if it spins, whatever connection or lock it holds); once ``max_abandoned`` of them are
+  still alive the worker **recycles**: it claims nothing more, lets its other handlers finish (each bounded by
+  its own max runtime), completes them, and exits with ``processes.RECYCLE_EXIT``, so its supervisor (``d2kit up``)
+  starts a fresh process -- exiting is the one way to end a thread.
 * **heartbeater** -- one ``d2_heartbeat`` per period for every attempt this process holds (running, or
   finished but not yet acknowledged): extends leases, reports skew, hears ``cancel`` / ``lost``. A failed one
   is retried after a short pause, so the leases are renewed as soon as the database is back.
@@ -47,6 +50,9 @@ DISTRUST_SQL = text(
     " CAST(:distrusted AS timestamptz[]), CAST(:stopped AS timestamptz[])) AS x (t, s, d, h)"
     " ON CONFLICT (token) DO NOTHING")
 RETRY_PAUSE_SECONDS = 0.5  # after a database error, before trying again
+# The hung-handler drill's negative control only: the worker does not act on 'timeout', so a hung handler keeps its
+# slot (the database still ends the attempt timed_out once the lease it stops renewing runs out).
+IGNORE_MAX_RUNTIME = os.environ.get("D2KIT_UNSAFE_IGNORE_MAX_RUNTIME") == "1"
 
 
 @dataclass
@@ -64,6 +70,7 @@ class Held:
     finished: bool = False
     timeout_at: float | None = None  # monotonic time the database first answered 'timeout' for it
     abandoned: bool = False
+    thread: threading.Thread | None = None
 
     def on_database_clock_by(self, moment: float) -> datetime:
         """A monotonic moment of this process as an upper bound on the database clock: the claim's now() was read
@@ -87,9 +94,13 @@ class WorkerConfig:
     poll_seconds: float = 0.05
     claim_batch: int = 64
     shutdown_grace_seconds: float = 10.0
+    # Abandoned handler threads still alive at which the worker recycles itself; default a quarter of the slots,
+    # so at least three quarters of the process still do useful work before it does.
+    max_abandoned: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("concurrency", "lease", "poll_seconds", "claim_batch", "shutdown_grace_seconds"):
+        for name in ("concurrency", "lease", "poll_seconds", "claim_batch", "shutdown_grace_seconds",
+                     "abandoned_limit"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"WorkerConfig.{name} must be > 0, got {getattr(self, name)}")
         trusted_for = self.lease * (1 - SAFETY_MARGIN_FRACTION)
@@ -107,6 +118,10 @@ class WorkerConfig:
     def heartbeat_every(self) -> float:
         return self.heartbeat_seconds or heartbeat_period(self.lease)
 
+    @property
+    def abandoned_limit(self) -> int:
+        return self.max_abandoned if self.max_abandoned is not None else -(-self.concurrency // 4)
+
 
 class Worker:
     def __init__(self, url: str, config: WorkerConfig):
@@ -122,9 +137,19 @@ class Worker:
         self.lock = threading.Lock()
         self.slot_freed = threading.Event()
         self.results: queue.Queue[tuple[int, bool, str | None]] = queue.Queue()
+        self.abandoned: list[threading.Thread] = []  # handler threads given up on; alive ones are leaked
+        self.recycling = False
+
+    def leaked(self) -> int:
+        """Abandoned handler threads still running (one whose hang ended by itself no longer counts)."""
+        with self.lock:
+            self.abandoned = [thread for thread in self.abandoned if thread.is_alive()]
+            return len(self.abandoned)
 
     # -- claimer ---------------------------------------------------------------------------------
-    def run(self) -> None:
+    def run(self) -> int:
+        """Serve the pool until asked to stop (returns 0), or until leaked threads make it recycle
+        (returns ``processes.RECYCLE_EXIT``)."""
         cfg = self.config
         self._until_registered()
         threads = [threading.Thread(target=loop, name=loop.__name__, daemon=True)
@@ -132,6 +157,10 @@ class Worker:
         for thread in threads:
             thread.start()
         while not self.stop.is_set():
+            if self.leaked() >= cfg.abandoned_limit:
+                log.error("%d abandoned handler threads are still running: recycling this worker", self.leaked())
+                self.recycling = True
+                break
             free = cfg.concurrency - self._busy_slots()
             if free <= 0:
                 self.slot_freed.wait(cfg.poll_seconds)
@@ -145,14 +174,19 @@ class Worker:
                 self.stop.wait(RETRY_PAUSE_SECONDS)
                 continue
             for held in claimed:
-                threading.Thread(target=self._execute, args=(held,), name=f"handler-{held.ctx.token}",
-                                 daemon=True).start()
+                held.thread = threading.Thread(target=self._execute, args=(held,), name=f"handler-{held.ctx.token}",
+                                               daemon=True)
+                held.thread.start()
             if len(claimed) < want:
                 self.stop.wait(cfg.poll_seconds)
+        if self.recycling:
+            self._finish_in_flight()
+        self.stop.set()
         self._drain()
         processes.mark_stopped(self.engine, cfg.worker_id)
         self.engine.dispose()
         self.calls.dispose()
+        return processes.RECYCLE_EXIT if self.recycling else 0
 
     def _until_registered(self) -> None:
         while not self.stop.is_set():
@@ -238,7 +272,7 @@ class Worker:
                         held.lease.renewed(sent_at)
                         if status == "cancel":
                             held.ctx.cancelled.set()
-                        elif status == "timeout" and held.timeout_at is None:
+                        elif status == "timeout" and held.timeout_at is None and not IGNORE_MAX_RUNTIME:
                             log.warning("token %d ran past its max runtime: stopping its handler", token)
                             held.timeout_at = sent_at
                             held.ctx.cancelled.set()
@@ -271,6 +305,8 @@ class Worker:
         log.error("token %d: handler did not stop within %g s of its max runtime: abandoning its thread",
                   held.ctx.token, self.config.heartbeat_every)
         held.abandoned = held.finished = True
+        if held.thread is not None:
+            self.abandoned.append(held.thread)
         self.slot_freed.set()
         self.results.put((held.ctx.token, False, f"max runtime exceeded: the handler did not stop within "
                                                  f"{self.config.heartbeat_every:g} s of being cancelled; abandoned"))
@@ -320,6 +356,12 @@ class Worker:
         return True
 
     # -- shutdown --------------------------------------------------------------------------------
+    def _finish_in_flight(self) -> None:
+        """Recycling: no new claims, and the handlers still running finish as they would have -- a long job is not
+        cut short by a neighbour's hang; one that hangs too is abandoned at its own max runtime."""
+        while self._busy_slots() and not self.stop.is_set():  # SIGTERM meanwhile: the usual graceful drain
+            time.sleep(0.05)
+
     def _drain(self) -> None:
         """Graceful stop: no new claims; give handlers a grace period, then ask them to stop."""
         deadline = time.monotonic() + self.config.shutdown_grace_seconds

@@ -149,6 +149,8 @@ BAD_INPUTS = [
     ({"name": "x", "handler": "noop", "run_at": "2030-01-01T09:00:00"}, "body.run_at", "needs a UTC offset"),
     ({**CRON_JOB, "misfire_policy": "sometimes"}, "body.misfire_policy", "'skip', 'run_once' or 'run_all'"),
     ({**CRON_JOB, "max_attempts": 0}, "body.max_attempts", "greater than or equal to 1"),
+    ({**CRON_JOB, "delivery": "exactly_once"}, "body.delivery", "'at_least_once' or 'at_most_once'"),
+    ({**CRON_JOB, "delivery": "at_most_once", "max_attempts": 2}, "body.max_attempts", "attempted once"),
     ({**CRON_JOB, "colour": "blue"}, "body.colour", "Extra inputs are not permitted"),
     ({**CRON_JOB, "name": "nul\x00byte"}, "body.name", "NUL"),
     ({**CRON_JOB, "payload": {"deep": [{"key\x00": 1}]}}, "body.payload.deep.0.key\x00", "NUL"),

@@ -76,6 +76,11 @@ def test_submit_sets_every_field_the_api_takes(cli):
         "max_attempts": 7, "retry_base_seconds": 2.5, "idempotency_key": "n-1", "payload": {"seconds": 1}}
     refused = cli("submit", "--name", "x", "--cron", "* * * * *", "--retry-base", "-1", expect=2)
     assert "retry_base_seconds" in refused
+    once = cli("submit", "--name", "payroll", "--cron", "0 9 1 * *", "--delivery", "at_most_once", "--json")["job"]
+    assert (once["delivery"], once["max_attempts"]) == ("at_most_once", 1)
+    refused = cli("submit", "--name", "x", "--cron", "* * * * *", "--delivery", "at_most_once", "--max-attempts", "3",
+                  expect=2)
+    assert "max_attempts: Value error, an at_most_once job is attempted once" in refused
 
 
 def test_jobs_commands_act_like_the_api_calls(cli, engine):

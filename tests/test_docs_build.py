@@ -25,9 +25,12 @@ PAGES = [
     "answer-key/index.html", "rubric/index.html", "load-tests/index.html", "schema/index.html",
     "code/index.html", "drills/index.html", "second-questions/index.html", "calibration/index.html",
     "alternatives/index.html", "cheatsheet/index.html", "glossary/index.html", "measuring/index.html",
+    "samples/index.html", *(f"samples/{page.stem}/index.html" for page in (REPO_ROOT / "docs" / "samples").glob("*.md")
+                            if page.stem != "index"),
     *(f"drills/{name}/index.html" for name in (
         "worker-partition", "replica-double-fire", "catch-up-storm", "noisy-tenant", "proof-of-execution",
-        "postgres-limits", "clock-skew", "scheduler-crash", "scheduler-paused", "postgres-restart")),
+        "postgres-limits", "clock-skew", "scheduler-crash", "scheduler-paused", "hung-handler",
+        "postgres-restart")),
 ]
 
 
@@ -189,5 +192,6 @@ def test_glossary_links_land_on_an_entry(site):
 
 def test_home_page_links_every_teaching_page(site):
     home = (site / "index.html").read_text(encoding="utf-8")
-    for page in ("second-questions/", "calibration/", "alternatives/", "cheatsheet/", "glossary/", "measuring/"):
+    for page in ("second-questions/", "calibration/", "alternatives/", "cheatsheet/", "glossary/", "measuring/",
+                 "samples/"):
         assert f'href="{page}"' in home, f"the home page does not link {page}"

@@ -26,6 +26,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
 pytestmark = pytest.mark.slow
+SAMPLE_SLUGS = [p.stem for p in sorted((REPO_ROOT / "docs" / "samples").glob("*.md")) if p.stem != "index"]
 
 
 def _require_browser():
@@ -108,6 +109,8 @@ def _external(requested: list[str]) -> list[str]:
     ("/cheatsheet/", "cheatsheet", False),
     ("/glossary/", "glossary", False),
     ("/measuring/", "measuring", False),
+    ("/samples/", "samples", False),
+    *((f"/samples/{slug}/", f"sample-{slug}", False) for slug in SAMPLE_SLUGS),
 ])
 def test_page_renders_offline_with_its_diagrams(site_url, browser, path, name, expects_diagrams):
     _, base = site_url

@@ -180,6 +180,19 @@ def test_scheduler_paused_without_session_timeouts_holds_the_jobs_for_the_whole_
 
 @pytest.mark.drill
 @pytest.mark.slow
+def test_hung_handler_without_max_runtime_enforcement_keeps_its_slot():
+    result, status = run_drill("hung-handler", "--quick", "--negative-control")
+    assert status == 1 and not result["passed"]
+    assert invariant(result, "the fault was real")["holds"]
+    assert not invariant(result, "the slot came back")["holds"]
+    assert not invariant(result, "leaked threads were contained")["holds"]
+    # the database still ends the attempt timed_out when its lease runs out: the slot, not the record, is lost
+    ended = invariant(result, "every hung attempt ended timed_out")
+    assert not ended["holds"] and ended["observed"]["attempts"][0]["state"] == "timed_out"
+
+
+@pytest.mark.drill
+@pytest.mark.slow
 def test_postgres_restart_without_outage_handling_runs_the_long_jobs_again():
     result = run_negative_control("postgres-restart")
     assert invariant(result, "the fault was real: PostgreSQL was down")["holds"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from helpers import rows, scalar, wait_until
@@ -15,6 +16,8 @@ from sqlalchemy import text
 from d2kit.drills.clock_skew import faketime_env
 from reference_impl import jobs, tenants
 from reference_impl.cluster import LocalCluster
+from reference_impl.processes import RECYCLE_EXIT
+from reference_impl.supervisor import Supervisor
 
 pytestmark = pytest.mark.slow
 
@@ -105,6 +108,21 @@ def test_killed_worker_attempt_is_lost_then_rerun_with_a_higher_token(engine, cl
     assert "lease expired" in attempts[0].error
 
 
+def test_an_at_most_once_job_whose_worker_is_killed_is_dead_with_the_reason_not_run_again(engine, cluster):
+    [job_id] = submit_many(engine, 1, delay_s=0, handler="sleep", payload={"seconds": 2}, delivery="at_most_once")
+    cluster.start_scheduler("s1")
+    cluster.start_worker("doomed", lease=2)
+    wait_until(lambda: rows(engine, "SELECT token FROM attempts WHERE worker_id = 'doomed'"), what="the attempt")
+    cluster.kill("doomed")
+    cluster.start_worker("idle", lease=2)  # free to take a retry, if one were made
+    wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=job_id) == "dead",
+               what="the reaper to find the lost attempt")
+    attempts = rows(engine, "SELECT worker_id, state FROM attempts")
+    assert [(a.worker_id, a.state) for a in attempts] == [("doomed", "lost")]
+    reason = scalar(engine, "SELECT reason FROM occurrences WHERE job_id = :j", j=job_id)
+    assert reason.startswith("lost attempt; at-most-once job is not retried: lease expired at ")
+
+
 def test_paused_workers_late_completion_and_late_write_are_refused(engine, cluster):
     [job_id] = submit_many(engine, 1, delay_s=0, handler="ledger_write", payload={"seconds": 3, "value": "v"},
                            retry_base_seconds=0.1)
@@ -162,7 +180,8 @@ def test_a_hung_handler_times_out_and_its_slot_comes_back_within_the_bound(engin
     [hung] = submit_many(engine, 1, delay_s=0, handler="hang", payload={"seconds": 60}, max_runtime_seconds=1,
                          max_attempts=1)
     cluster.start_scheduler("s1")
-    cluster.start_worker("w1", concurrency=1, lease=lease)
+    # two leaked threads before it recycles (the default for one slot is one): here the slot itself comes back
+    cluster.start_worker("w1", concurrency=1, lease=lease, extra_args=["--max-abandoned", "2"])
     wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=hung) == "dead",
                timeout=30, what="the hung occurrence to be dead")
     [attempt] = rows(engine, "SELECT a.state, a.error, extract(epoch FROM a.finished_at - a.dispatched_at) AS held_s,"
@@ -175,6 +194,37 @@ def test_a_hung_handler_times_out_and_its_slot_comes_back_within_the_bound(engin
     [after] = submit_many(engine, 1, delay_s=0)
     wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=after) == "succeeded",
                timeout=15, what="the next job to run in the freed slot, with the hung thread still blocked")
+
+
+def test_a_worker_with_too_many_hung_threads_recycles_and_its_supervisor_restarts_it(engine, cluster):
+    """A thread cannot be killed: after --max-abandoned hung handlers the worker claims nothing more, lets its other
+    handler finish (not cut short), exits 75, and the supervisor starts a fresh process at once."""
+    [hung] = submit_many(engine, 1, delay_s=0, handler="hang", payload={"seconds": 600}, max_runtime_seconds=1,
+                         max_attempts=1)
+    [neighbour] = submit_many(engine, 1, delay_s=0, handler="sleep", payload={"seconds": 4})
+    cluster.start_scheduler("s1")
+    supervisor = Supervisor(cluster)
+    first = supervisor.add(partial(cluster.start_worker, "w1", concurrency=2, lease=1.5,
+                                   extra_args=["--max-abandoned", "1"]))
+
+    def restarted() -> bool:
+        supervisor.tick()
+        return supervisor.seats["w1"].restarts == 1
+
+    wait_until(restarted, timeout=30, every=0.1, what="the worker to recycle and be started again")
+    assert first.popen.returncode == RECYCLE_EXIT
+    assert scalar(engine, "SELECT a.state FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id"
+                          " WHERE o.job_id = :j", j=hung) == "timed_out"
+    # the neighbour ran to the end in the old process: one attempt, succeeded, before the new registration
+    wait_until(lambda: scalar(engine, "SELECT started_at > (SELECT max(finished_at) FROM attempts) FROM processes"
+                                      " WHERE id = 'w1'"), timeout=30, what="the fresh process to register")
+    assert [tuple(r) for r in rows(engine, "SELECT a.state, a.finished_at < p.started_at FROM attempts a"
+                                           " JOIN occurrences o ON o.id = a.occurrence_id JOIN processes p"
+                                           " ON p.id = a.worker_id WHERE o.job_id = :j", j=neighbour)] == [
+        ("succeeded", True)]
+    [after] = submit_many(engine, 1, delay_s=0)
+    wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=after) == "succeeded",
+               timeout=30, what="the fresh process to run the next job")
 
 
 def test_a_cooperative_handler_past_its_max_runtime_is_cancelled_and_retried(engine, cluster):

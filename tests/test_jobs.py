@@ -65,6 +65,8 @@ BAD_INPUTS = [
     ({}, "run_at"),  # neither run_at nor cron
     ({"run_at": datetime.now(UTC), "cron": "* * * * *"}, "run_at"),  # both
     ({"run_at": datetime.now(UTC), "misfire_policy": "sometimes"}, "misfire_policy"),
+    ({"run_at": datetime.now(UTC), "delivery": "exactly_once"}, "delivery"),
+    ({"run_at": datetime.now(UTC), "delivery": "at_most_once", "max_attempts": 3}, "max_attempts"),
 ]
 
 
@@ -99,6 +101,15 @@ def test_cli_submit_and_executions_as_json(database_url):
     assert first["job"]["id"] == second["job"]["id"]
     history = d2kit(database_url, "executions", str(first["job"]["id"]), "--json")
     assert json.loads(history.stdout) == []  # nothing materialised yet: no scheduler is running
+
+
+def test_cli_executions_shows_a_hashed_schedule_resolved(database_url):
+    created = d2kit(database_url, "submit", "--name", "nightly-report", "--cron", "H 3 * * *", "--json")
+    job = json.loads(created.stdout)["job"]
+    minute = job["cron"].split()[0]
+    assert minute.isdigit() and job["cron"] == f"{minute} 3 * * *"  # stored resolved, as the API returns it
+    shown = d2kit(database_url, "executions", str(job["id"]))
+    assert f"{minute} 3 * * * (UTC)" in shown.stdout and "H 3" not in shown.stdout
 
 
 def test_pause_resume_delete_and_trigger(engine, tenant):

@@ -6,13 +6,15 @@ pass fails inside PostgreSQL. The replica must keep its liveness heartbeat and k
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from helpers import scalar
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import DBAPIError
 
-from reference_impl import jobs, tenants
+from reference_impl import db, jobs, materializer, tenants
 from reference_impl.scheduler import Scheduler, SchedulerConfig
 from reference_impl.worker import WorkerConfig
 
@@ -71,3 +73,69 @@ def test_one_failing_service_stops_none_of_the_others(engine, replica, broken):
 def test_a_config_that_cannot_work_is_refused_naming_the_field(make, field):
     with pytest.raises(ValueError, match=field):
         make()
+
+
+@pytest.mark.parametrize("grace", [5.0, 0.0], ids=["with-grace", "without-grace"])
+def test_back_from_an_outage_a_replica_reaps_nothing_for_one_grace(engine, database_url, grace):
+    """A lease that ran out while the database was unreachable ran out because nobody could heartbeat: a replica
+    whose last reap pass failed reaps nothing until it has been back for the grace, and the workers' retried
+    heartbeats renew the lease first. Without the grace (the postgres-restart drill's negative control turns it
+    off) the first pass that reaches the database reaps it. The outage is real: nothing listens on port 1."""
+    with engine.begin() as conn:
+        tenants.ensure_tenant(conn, "t")
+        job, _ = jobs.submit(conn, "t", jobs.JobSpec(name="long", handler="noop", run_at=datetime.now(UTC)))
+        conn.execute(text("SELECT d2_trigger(:j)"), {"j": job["id"]})
+    with engine.begin() as conn:  # its lease runs out at once, as during an outage longer than the lease
+        conn.execute(text("SELECT * FROM d2_claim('short', 'w', 1, 0.001)"))
+    scheduler = Scheduler(database_url, SchedulerConfig("s", reap_grace_seconds=grace))
+    reap = scheduler.services["reap"]
+    unreachable = db.make_engine("postgresql://nobody@127.0.0.1:1/nothing", pool_size=1)
+    try:
+        reap.run_if_due(unreachable, time.monotonic())
+        assert reap.failures == 1
+        reaped = reap.run_if_due(scheduler.engine, reap.next_due)
+    finally:
+        unreachable.dispose()
+        scheduler.engine.dispose()
+    assert reap.last_error is None
+    attempt = scalar(engine, "SELECT state FROM attempts")
+    assert (reaped, attempt) == ((0, "running") if grace else (1, "lost"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adaptive", [True, False], ids=["shrinking-passes", "fixed-passes"])
+def test_a_catch_up_pass_too_slow_for_the_idle_timeout_shrinks_until_it_fits(engine, database_url, adaptive):
+    """Planning runs inside the pass's transaction, so a pass that plans for longer than the session's
+    idle_in_transaction_session_timeout is ended, and a fixed-size pass would be ended the same way every time:
+    the replica never catches up. Here the timeout is 200 ms and 50 jobs have two hours of missed per-minute fire
+    times each (real planning, real timeout): the materialiser halves its pass after each that did not finish
+    until one fits, and catches up; with passes of a fixed size (the control) none finishes."""
+    with engine.begin() as conn:
+        tenants.ensure_tenant(conn, "t")
+        for i in range(50):
+            jobs.submit(conn, "t", jobs.JobSpec(name=f"minutely-{i}", handler="noop", cron="* * * * *"))
+        conn.execute(text("UPDATE jobs SET materialized_through = now() - interval '2 hours',"
+                          " next_fire_at = now() - interval '2 hours'"))
+    slow = create_engine(db.sqlalchemy_url(database_url), pool_pre_ping=True,
+                         connect_args={"options": "-c idle_in_transaction_session_timeout=200"})
+    run_pass = materializer.Materialiser() if adaptive else materializer.materialise_due
+    failed = finished = 0
+    try:
+        for _ in range(80 if adaptive else 3):
+            if not scalar(engine, "SELECT count(*) FROM jobs WHERE next_fire_at < now()"):
+                break
+            try:
+                with slow.begin() as conn:
+                    run_pass(conn)
+                finished += 1
+            except DBAPIError as exc:
+                assert "idle-in-transaction timeout" in str(exc)
+                failed += 1
+    finally:
+        slow.dispose()
+    assert failed >= 1  # the fault was real: a full pass plans for longer than the timeout
+    behind = scalar(engine, "SELECT count(*) FROM jobs WHERE next_fire_at < now()")
+    if adaptive:
+        assert behind == 0 and finished >= 1
+    else:
+        assert behind == 50 and finished == 0

@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from reference_impl import jobs, materializer, tenants
 from reference_impl.cluster import LocalCluster
-from reference_impl.policies import MISFIRE_THRESHOLD
+from reference_impl.policies import DELIVERY, MISFIRE_THRESHOLD
 
 
 def cron_job(conn, tenant: str = "t", **spec) -> int:
@@ -197,6 +197,37 @@ def test_a_manual_run_of_a_deleted_job_is_refused_and_writes_nothing(engine):
     with engine.begin() as conn, pytest.raises(jobs.JobDeleted):
         jobs.trigger(conn, job)
     assert scalar(engine, "SELECT count(*) FROM occurrences") == 0
+
+
+@pytest.mark.parametrize("delivery", DELIVERY)
+@pytest.mark.parametrize("ending", ["lost", "timed_out", "failed"])
+def test_delivery_decides_whether_an_attempt_that_did_not_succeed_runs_again(engine, delivery, ending):
+    with engine.begin() as conn:  # timed_out: the attempt is past its max runtime when the reaper finds it
+        job = cron_job(conn, cron="0 0 1 1 *", delivery=delivery,
+                       max_runtime_seconds=0.2 if ending == "timed_out" else None)
+        jobs.trigger(conn, job)
+    with engine.begin() as conn:
+        token = conn.execute(text("SELECT token FROM d2_claim('short', 'w1', 1, 0.5)")).scalar_one()
+    if ending in ("lost", "timed_out"):  # no heartbeat: the lease runs out by the database clock; the reaper finds it
+        wait_until(lambda: scalar(engine, "SELECT now() > lease_expires_at FROM attempts WHERE token = :t", t=token),
+                   timeout=10, what="the lease to expire")
+        assert scalar(engine, "SELECT d2_reap(10)") == 1
+    else:  # the handler started, and reported failure
+        with engine.begin() as conn:
+            conn.execute(text("SELECT * FROM d2_complete(ARRAY[:t]::bigint[], ARRAY[false], ARRAY['boom'],"
+                              " ARRAY[now()])"), {"t": token})
+    assert scalar(engine, "SELECT state FROM attempts WHERE token = :t", t=token) == ending
+    [occurrence] = rows(engine, "SELECT state, attempts, max_attempts, reason FROM occurrences WHERE job_id = :j",
+                        j=job)
+    if delivery == "at_least_once":
+        assert (occurrence.state, occurrence.attempts, occurrence.max_attempts) == ("ready", 1, 3)
+    else:
+        assert (occurrence.state, occurrence.attempts, occurrence.max_attempts) == ("dead", 1, 1)
+        assert occurrence.reason.startswith(f"{ending} attempt; at-most-once job is not retried: ")
+    with engine.begin() as conn:  # once its backoff is over, only the at-least-once occurrence runs again
+        conn.execute(text("UPDATE occurrences SET ready_at = now() WHERE state = 'ready'"))
+        again = conn.execute(text("SELECT count(*) FROM d2_claim('short', 'w2', 10, 30)")).scalar_one()
+    assert again == (delivery == "at_least_once")
 
 def ready_backlog(conn, tenant: str, count: int, pool: str = "short", **spec) -> None:
     job = cron_job(conn, tenant, name=f"{tenant}-backlog", pool=pool, **spec)

@@ -89,6 +89,7 @@ NAMED_IN_PYTHON = {
     ("jobs", "dst_overlap"): states.DST_OVERLAP,
     ("jobs", "misfire_policy"): policies.MISFIRE_POLICIES,
     ("jobs", "overlap_policy"): policies.OVERLAP_POLICIES,
+    ("jobs", "delivery"): policies.DELIVERY,
     ("occurrences", "trigger"): states.TRIGGERS,
     ("execution_history", "state"): states.OCCURRENCE_TERMINAL,
 }

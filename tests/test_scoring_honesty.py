@@ -12,6 +12,7 @@ import pytest
 
 from d2kit.scoring.arithmetic import calculations
 from d2kit.scoring.document import parse
+from d2kit.scoring.failures import failure_items
 from d2kit.scoring.rubric import load_design_rubric
 from d2kit.scoring.scorer import score_text
 
@@ -34,6 +35,19 @@ def test_a_sentence_that_denies_a_mechanism_earns_nothing_for_it():
     no_election = _section(6, "There is no leader election and no consensus: every replica reads the due jobs and "
                               "fires what it sees, because coordination would add failover delay.")
     assert _check(no_election, "replica_double_fire").points == 0
+
+
+def test_a_mechanism_the_attempt_rejects_is_not_its_mechanism_but_the_rejection_is_a_reason():
+    one_box = (_section(5, "Everything runs on one machine: cron starts a wrapper that runs the job and retries it.")
+               + _section(9, "I rejected a distributed scheduler with leader election and a queue, because it adds "
+                             "several moving parts we do not need at 20,000 runs a day."))
+    assert _check(one_box, "replica_double_fire").points == 0
+    leader = (_section(6, "Three scheduler nodes elect a leader through an etcd lease, and every write the leader "
+                          "makes checks its epoch row, so two leaders never both write.")
+              + _section(9, "I rejected all-active schedulers polling with FOR UPDATE SKIP LOCKED because at this "
+                            "scale one leader is simpler and keeps exact per-tenant counts."))
+    check = _check(leader, "replica_double_fire")
+    assert check.points == check.max_points, check.missing
 
 
 def test_double_negation_still_credits_the_mechanism():
@@ -59,6 +73,38 @@ def test_double_negation_still_credits_the_mechanism():
                  "under the per-job misfire policy."),
     ("delivery_semantics", "We guarantee exactly-once execution end to end, including side effects, so users do "
                            "not need to make their jobs idempotent; at-least-once is the fallback."),
+    ("delivery_semantics", "Jobs go through an SQS FIFO queue, which has exactly-once delivery, so duplicates don't "
+                           "happen and a retry is harmless."),
+    ("delivery_semantics", "Delivery is at-most-once, which means every job is guaranteed to run and none runs "
+                           "twice, so we tell users their jobs need no idempotency."),
+    ("delivery_semantics", "Each retry is sent with a fresh idempotency key, so the sink can tell the retries apart "
+                           "and we deliver at-least-once with dedup on that key."),
+    ("lease_fencing", "A worker is declared dead when its fencing token expires after 30 s; the store checks the "
+                      "token on every write and rejects an older one."),
+    ("tenant_isolation", "Every tenant has a per-tenant concurrency cap, set to unlimited by default, and long jobs "
+                         "run on a separate pool with fair queuing between tenants."),
+    ("clocks", "The scheduler sends the worker the current value of its monotonic clock plus 30 s as the lease "
+               "deadline, so skew between machines does not matter."),
+    ("clocks", "The worker compares the deadline it was given with its own clock, because the database's clock "
+               "decides every lease."),
+    ("replica_double_fire", "Five nodes run consensus; the elected leader fires due jobs and every follower also "
+                            "fires the jobs it sees in its copy of the log, so nothing is missed."),
+    ("replica_double_fire", "When the cluster loses quorum, the remaining node keeps running as leader in "
+                            "read-write mode; the unique key on (job, fire time) is in the log."),
+    ("lease_fencing", "Each worker takes a Redis lock on the job with a 30 s TTL and renews it with a heartbeat, "
+                      "which guarantees that only one worker ever runs the job."),
+    ("replica_double_fire", "Every scheduler replica polls the due jobs and checks whether the run has already "
+                            "been fired before it dispatches it, because the replicas share one database."),
+    ("proof_of_execution", "We know a job ran by checking the logs, and each attempt has a row in the executions "
+                           "table with its status."),
+    ("proof_of_execution", "Each execution row is marked done when it is handed to the queue, and at-least-once means "
+                           "jobs must be idempotent."),
+    ("storage_limits", "Postgres doesn't scale for queues, so past our current load we move the queue to Kafka "
+                       "and Cassandra."),
+    ("catch_up", "After a restart the new owner fires every run whose next_run_at is in the past, under each job's "
+                 "misfire policy, paced at 200 per second."),
+    ("catch_up", "After downtime the scheduler skips all missed runs and starts again from the next fire time, "
+                 "a per-job policy paced at 200 per second."),
 ])
 def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_id: str, wrong: str):
     check = _check(_section(6, wrong), check_id)
@@ -66,10 +112,56 @@ def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_i
     assert any(m.startswith("wrong answer") and wrong[:30] in m for m in check.missing), check.missing
 
 
+SOUND = (_section(7, "- **Worker dies.** Detection: its lease is not renewed for 30 s on the database clock. "
+                    "Containment: its fencing token is now stale, so the sink rejects its writes. Recovery: the "
+                    "reaper re-queues the attempt with a new token.")
+         + _section(9, "- **A single leader**: a failover gap of one election timeout, and it still needs fencing.\n"
+                       "- **Kafka as the queue**: no per-message lease, so a six-hour job pins its partition.\n"
+                       "- **Redis sorted sets**: an acknowledged write can be lost on failover, so runs vanish."))
+WRONG_ON_THREE_QUESTIONS = _section(6, "We guarantee exactly-once execution end to end, so users do not need to make "
+                                       "their jobs idempotent. The worker compares lease_expires_at with its own "
+                                       "local wall clock. All three scheduler replicas fire every due job together.")
+
+
+def test_wrong_answers_on_several_questions_discount_the_rest_of_the_design():
+    sound, incoherent = score_text(SOUND), score_text(SOUND + WRONG_ON_THREE_QUESTIONS)
+    for check_id in ("failure_triads", "rejections"):
+        before, after = (next(k for c in r.criteria for k in c.checks if k.id == check_id) for r in (sound, incoherent))
+        assert after.points <= before.points * 0.6, (check_id, before.points, after.points)
+        assert any(m.startswith("not credible") for m in after.missing)
+    assert "3 different questions" in incoherent.credibility and not sound.credibility
+
+
+def test_one_wrong_answer_costs_only_its_own_check():
+    slip = _section(6, "We guarantee exactly-once execution end to end, so users do not need to make their jobs "
+                       "idempotent.")
+    assert score_text(SOUND + slip).credibility == ""
+    assert _check(SOUND + slip, "failure_triads").points == _check(SOUND, "failure_triads").points
+
+
 def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     fenced = _section(6, "Only the leader reads the due jobs and publishes them; every publish carries the leader's "
                          "epoch, and the queue refuses an older epoch, so a paused old leader cannot publish.")
     assert not any(m.startswith("wrong answer") for m in _check(fenced, "replica_double_fire").missing)
+
+
+@pytest.mark.parametrize("right", [
+    "NTP keeps the clocks within about 100 ms, but we never compare clocks across nodes: only the database's now() "
+    "decides expiry.",
+    "Postgres is fine at 833/s, but at about 10,000 writes/s vacuum falls behind and the claim query contends.",
+    "A Redis lock with a TTL does not guarantee that only one worker runs the job, because a paused holder outlives "
+    "its TTL; the store checks a generation number.",
+    "We never check whether the run already happened before dispatching it; the unique key on (job_id, fire_time) "
+    "does that.",
+    "Cron on a single box skips missed runs silently; we record every skipped run with its reason.",
+    "Kafka transactions give exactly-once inside Kafka, but not for the job's side effects, which need the job's "
+    "cooperation.",
+    "If the leader loses quorum it steps down and stops firing.",
+    "Per-tenant caps are never unlimited: the default is 50.",
+])
+def test_a_right_answer_that_mentions_a_wrong_one_is_not_charged(right: str):
+    report = score_text(_section(6, right))
+    assert not any(m.startswith("wrong answer") for c in report.criteria for k in c.checks for m in k.missing)
 
 
 def test_naming_a_wrong_answer_to_reject_it_is_not_charged():
@@ -93,6 +185,19 @@ def test_a_rejection_that_contradicts_itself_or_gives_no_reason_is_not_reasoned(
     check = _check(hollow, "rejections")
     assert check.points <= 2, check.points
     assert any("contradicts itself" in m for m in check.missing)
+
+
+def test_a_rejection_faulting_the_alternative_for_lacking_exactly_once_is_not_reasoned():
+    premise = _section(9, "- **Postgres as the queue**: too slow for this, and it doesn't give exactly-once anyway.\n"
+                          "- **RabbitMQ**: per-message acks are nice, but no transactions with the result, so only "
+                          "at-least-once.\n"
+                          "- **Redis lists**: fast, but it cannot give exactly-once delivery when a consumer dies.")
+    check = _check(premise, "rejections")
+    assert check.points <= 2, check.points
+    assert any("lacking exactly-once" in m for m in check.missing)
+    honest = _section(9, "- **Kafka transactions**: they cannot give exactly-once for the job's own side effects, "
+                         "which is impossible without the job's cooperation, and they add a coordinator.")
+    assert _check(honest, "rejections").points > 2
 
 
 def test_rejecting_api_formats_is_worth_less_than_rejecting_a_design_choice():
@@ -122,6 +227,12 @@ def test_a_wrong_derivation_earns_nothing_and_shows_the_right_value(wrong: str, 
 def test_counts_that_nothing_shows_are_derived_are_not_a_derivation():
     assert not calculations(parse(_section(4, "jobs on 4 MySQL shards; partition = hash(job_id) % 256.")))
     assert calculations(parse(_section(2, "1M users, each with ~10 jobs = 10M jobs.")))  # 1M × 10, checked
+
+
+def test_a_setting_in_code_is_not_a_derivation():
+    sql = "Heartbeat every 10 s: UPDATE executions SET lease_expires_at = now() + 30 s WHERE id = $1 AND token = $2."
+    assert not calculations(parse(_section(6, sql)))
+    assert calculations(parse(_section(2, "3 nodes × $500 = $1,500 a month.")))
 
 
 @pytest.mark.parametrize("right", [
@@ -191,10 +302,79 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
     ("lease_fencing", "Activities heartbeat every 10 s with a 30 s heartbeat timeout, after which the activity is "
                       "retried elsewhere; the downstream ledger rejects a completion whose attempt number is older "
                       "than the last one it accepted."),
+    ("lease_fencing", "A worker takes a job by writing its name and an expiry 30 s ahead into the row, and extends "
+                      "the expiry every 10 s while it runs. Each time a job is taken the row's version number goes up "
+                      "by one; the ledger refuses a write whose number is lower than the last one it saw."),
+    ("lease_fencing", "Work is handed out through a queue with a visibility timeout of 60 s that the worker extends "
+                      "while it runs; each delivery carries a delivery count, and the results table only accepts a "
+                      "result whose delivery count is the highest seen for that run."),
+    ("replica_double_fire", "Any of the three planner copies may plan a run; the runs table has a primary key on "
+                            "(job, minute), so if two copies race the second insert is ignored. We chose this over "
+                            "one elected planner because there is no takeover gap."),
+    ("replica_double_fire", "Each run row is keyed by job id plus the planned minute, so a second planner that tries "
+                            "to create the same run gets a duplicate-key error and moves on; no planner needs to be "
+                            "chosen, so nothing waits for a switch-over when one dies."),
+    ("catch_up", "When the system comes back after an outage, each schedule has a setting for missed times: run them "
+                 "all, run only the most recent, or skip them and record the skip. Backlog is released at most 100 "
+                 "per second."),
+    ("lease_fencing", "When a machine takes a run, the database adds one to the run's turn number and sets "
+                      "held_until to its own now() + 30 s; the machine renews every 10 s. Every write the job makes "
+                      "through our result store carries the turn, and the store refuses anything lower than the "
+                      "highest it has seen."),
+    ("delivery_semantics", "We promise each planned run starts at least once: if a machine is lost mid-run the run "
+                           "can start again, so a job that touches money must drop repeats using the run id."),
+    ("replica_double_fire", "Timers live in DynamoDB items keyed by (minute bucket, job id); each poller owns a set "
+                            "of buckets, and it claims a due timer with a conditional update on its status, so two "
+                            "pollers cannot both claim it even if they overlap during a handover."),
+    ("replica_double_fire", "Each partition of the due-runs topic is consumed by one planner at a time, and the "
+                            "planner writes the run with a put-if-absent on run_id = job_id + scheduled time, so a "
+                            "rebalance that hands the partition to a second planner cannot create the run twice."),
+    ("lease_fencing", "Every claim is an item with an expires_at set by a conditional write, and the worker extends it "
+                      "every 10 s; each claim increments attempt_no, and the payments service stores the highest "
+                      "attempt_no per run and rejects any write with a lower one."),
+    ("tenant_isolation", "Each team may have at most 50 runs going at a time; the dispatcher picks teams round robin, "
+                         "and anything expected to take longer than 10 minutes goes to a separate set of machines."),
 ])
 def test_plain_phrasing_of_a_follow_up_earns_it(check_id: str, plain: str):
     check = _check(_section(6, plain), check_id)
     assert check.points == check.max_points, (check.points, check.missing)
+
+
+def test_failures_told_in_plain_words_have_their_three_legs():
+    plain = _section(7, "Runner dies: noticed when its claims stop renewing; the damage is only the runs it held, "
+                        "since its late writes carry a stale generation; the sweeper sets them back to planned and "
+                        "another runner takes them.\n"
+                        "Consumer frozen mid-job: seen as its message age rising past the visibility timeout; its "
+                        "writes are refused by the store; the message becomes visible again and is received again "
+                        "by a different consumer.\n"
+                        "Planner dies mid-batch: seen through the planning-lag metric; nothing half-done survives "
+                        "because planning is one transaction; other planners take its jobs on their next pass.\n"
+                        "Machine cut off but still running: the database notices at held_until; its writes are "
+                        "refused because its turn is old; the run is taken again with a higher turn, and the tidy-up "
+                        "process sets those runs back to waiting so another machine plans them.")
+    items = failure_items(parse(plain))
+    assert len(items) == 4 and all(i.complete for i in items), [(i.title, i.missing_legs()) for i in items]
+
+
+def test_an_executor_or_runner_is_a_worker():
+    crash = _section(7, "- **Executor crash.** Detected: the coordinator's session timeout (30 s). Contained: its "
+                        "partitions are reassigned and the epoch bumped, so its late writes are rejected. Recovered: "
+                        "the new owner re-runs the orphaned executions.")
+    coverage = _check(crash, "failure_coverage")
+    assert any(e.text.startswith("worker death") for e in coverage.evidence), coverage.evidence
+
+
+def test_a_time_bound_is_not_containment():
+    timed = _section(7, "- **Worker crashes.** Its heartbeats stop, so after at most 60 s the lease expires and the "
+                        "reaper notices; the reaper puts the execution back to pending.")
+    assert failure_items(parse(timed))[0].missing_legs() == ["containment"]
+
+
+def test_a_planned_or_nominal_time_is_a_fire_time():
+    for words in ("planned_at", "nominal time", "logical date"):
+        unique = _section(6, f"Three planners insert run rows with a uniqueness rule on (job_id, {words}), so if two "
+                             "planners race, the second insert does nothing.")
+        assert _check(unique, "replica_double_fire").points >= 4, words
 
 
 # -- 4. pasted text -----------------------------------------------------------------------------------

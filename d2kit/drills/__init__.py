@@ -30,6 +30,7 @@ DRILLS = {  # name -> module, in the order of the follow-ups
     "clock-skew": "clock_skew",
     "scheduler-crash": "scheduler_crash",
     "scheduler-paused": "scheduler_paused",
+    "hung-handler": "hung_handler",
     "postgres-restart": "postgres_restart",
 }
 

@@ -16,7 +16,8 @@ SECTIONS_BEFORE_ALTITUDE_COUNTS = 5  # "not too low" is only meaningful for a do
 HARD_PART = pattern(r"\blease", r"\bfenc", r"\bclaim", r"dispatch", r"exactly[- ]once", r"at[- ]least[- ]once",
                     r"idempot", r"heartbeat", r"leader", r"double[- ]?(fire|dispatch)", r"duplicate",
                     r"split[- ]brain", r"materiali", r"misfire", r"\breaper\b", r"conditional (update|write)",
-                    r"compare[- ]and[- ]swap", r"\block (row|holder)", r"worker (fail|death|dies|crash)")
+                    r"compare[- ]and[- ]swap", r"\block (row|holder)", r"worker (fail|death|dies|crash)", r"\brenew",
+                    r"(two|second|racing) (planners?|schedulers?|replicas?|workers?|machines?|copies)")
 # Not "retry" (the plumbing the rubric contrasts with the hard parts), nor a bare "expiry" (a JWT's expires too).
 CODE_LEVEL = re.compile(r"^\s*(class|interface|struct|abstract class|enum)\s+\w+|\b(extends|implements)\s+\w+|"
                         r"^\s*(def|func|public|private|protected)\s+\w+", re.I | re.M)
@@ -29,8 +30,8 @@ FRAGMENT_WEIGHT = 0.5  # a terse line with numbers or a mechanism says something
 
 def _substance(section: SectionText) -> int:
     fragments = [u for u in section.units if u.written and not u.prose]
-    rows = sum(u.words for u in fragments if u.is_table_body)  # a table cell is terse by nature
-    terse = sum(u.words for u in fragments if not u.is_table_body and not is_name_drop(u.text))
+    rows = sum(u.words for u in fragments if u.has_columns)  # a table cell is terse by nature
+    terse = sum(u.words for u in fragments if not u.has_columns and not is_name_drop(u.text))
     return section.prose_words + rows + round(FRAGMENT_WEIGHT * terse)
 
 

@@ -24,7 +24,8 @@ import pint
 from d2kit.scoring.document import Document, Unit, sentences
 from d2kit.scoring.evidence import Evidence, Finding
 
-NUMBER = re.compile(r"(?<![\w.:/#-])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?![\d:])")
+# "$1" in SQL is a placeholder; "$500" is still a number.
+NUMBER = re.compile(r"(?<![\w.:/#-])(?!(?<=\$)\d(?!\d|[,.]\d))(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?![\d:])")
 MAGNITUDE = re.compile(r"^(?:([kKM])(?![a-zA-Z])|([B])(?=\s+[a-z])(?!\s+(?:of|per|each|a|an|for)\b)|"
                        r"\s?(thousand|million|billion|bn)\b)")  # "2.6B rows" is a count; "500 B of history" bytes
 MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "thousand": 1e3, "million": 1e6, "billion": 1e9, "bn": 1e9}
@@ -381,6 +382,8 @@ def find_calculation(text: str) -> tuple[int, bool, str] | None:
             continue
         if not RESULT_MARKER.search(text[earlier[0].end:qs[j].start]):
             continue
+        if ASSIGNMENT.search(text[earlier[-1].end:qs[j].start]):
+            continue  # "SET lease_expires_at = now() + 30 s": a setting in code, not a result
         if any(q.amount.magnitude == qs[j].amount.magnitude and q.amount.units == qs[j].amount.units
                for q in earlier):
             continue  # restating a number is not deriving one

@@ -84,7 +84,7 @@ def spearman(first: list[float], second: list[float]) -> float:
 
 
 def load_bands(half_dir: Path) -> dict[str, tuple[float, float]]:
-    attempts = yaml.safe_load((half_dir / "bands.yaml").read_text(encoding="utf-8"))["attempts"]
+    attempts = yaml.safe_load((half_dir / "bands.yaml").read_text(encoding="utf-8")).get("attempts") or {}
     return {name: tuple(entry["band"]) for name, entry in attempts.items()}
 
 
@@ -106,8 +106,10 @@ def measure(half_dir: Path) -> HalfFigures:
 
 
 def present_halves(root: Path | None = None) -> dict[str, Path]:
+    """The halves whose bands.yaml lists at least one attempt (an empty one is a placeholder for a new set)."""
     root = root or CALIBRATION_DIR
-    return {half: root / half for half in HALVES if (root / half / "bands.yaml").is_file()}
+    return {half: root / half for half in HALVES
+            if (root / half / "bands.yaml").is_file() and load_bands(root / half)}
 
 
 def measure_all(root: Path | None = None) -> dict[str, HalfFigures | None]:
@@ -125,12 +127,15 @@ def _commit() -> str | None:
 
 
 def record(figures: dict[str, HalfFigures | None], path: Path | None = None) -> Path:
+    """Write the figures, keeping the ``history`` of retired held-out sets that were recorded before."""
     path = path or RESULTS_PATH
     payload = {
         "commit": _commit(),
         "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "halves": {half: f.summary() if f else None for half, f in figures.items()},
     }
+    if history := (load_results(path) or {}).get("history"):
+        payload["history"] = history
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return path
 
@@ -155,7 +160,7 @@ def figures_lines(figures: dict[str, HalfFigures | None]) -> list[str]:
     for half, f in figures.items():
         title = HALF_TITLES[half]
         if f is None:
-            lines.append(f"{title}: not present")
+            lines.append(f"{title}: no attempts yet")
             continue
         lines.append(f"{title}: {f.in_band} of {f.attempts} in band, Spearman ρ = {f.spearman_rho:.2f}, "
                      f"mean error {f.mean_error:g}, worst error {f.worst_error:g} (points against band midpoints)")
@@ -175,8 +180,18 @@ def render_results_markdown(path: Path | None = None) -> str:
     for half in HALVES:
         f = results["halves"].get(half)
         if f is None:
-            out.append(f"| {HALF_TITLES[half]} | not present | | | | |")
+            out.append(f"| {HALF_TITLES[half]} | no attempts yet | | | | |")
         else:
             out.append(f"| {HALF_TITLES[half]} | {f['attempts']} | {f['in_band']} | {f['spearman_rho']:.2f} | "
                        f"{f['mean_error']:g} | {f['worst_error']:g} |")
+    if results.get("history"):
+        out += ["", "Retired held-out sets, each scored once and then folded into tuning "
+                "(`rubric/calibration/SPLIT.md` says why):", "",
+                "| Set | Scored | Commit | Attempts | In band | Spearman ρ | Mean error | Worst error |",
+                "|---|---|---|---|---|---|---|---|"]
+        for retired in results["history"]:
+            f = retired["halves"]["heldout"]
+            out.append(f"| {retired['set']} | {retired['recorded_at'][:10]} | `{retired['commit'][:10]}` | "
+                       f"{f['attempts']} | {f['in_band']} | {f['spearman_rho']:.2f} | {f['mean_error']:g} | "
+                       f"{f['worst_error']:g} |")
     return "\n".join(out) + "\n"

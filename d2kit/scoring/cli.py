@@ -15,6 +15,7 @@ from rich.table import Table
 from d2kit.scoring import calibration as calibration_set
 from d2kit.scoring import history as history_store
 from d2kit.scoring import round_report
+from d2kit.scoring import samples as sample_attempts
 from d2kit.scoring.phase_timeline import picture
 from d2kit.scoring.practice import PracticeSession, clock_for
 from d2kit.scoring.report import render_markdown, render_rich
@@ -75,6 +76,8 @@ def score(
                                        "(default), or with --calibration write rubric/calibration/results.json."),
     calibration: bool = typer.Option(False, "--calibration", help="Score the calibration halves against their "
                                      "bands: attempts in band, Spearman ρ, mean and worst error."),
+    samples: bool = typer.Option(False, "--samples", help="Compare the scorer with the hand check of the site's "
+                                 "sample attempts (rubric/samples.yaml): print every rubric line that changed."),
 ) -> None:
     """Score a design attempt (Part 2) and its diagram (Part 3), with the evidence behind every point; Part 1
     from the practice record when there is one.
@@ -84,6 +87,8 @@ def score(
     if calibration:
         _calibration(bool(record))
         return
+    if samples:
+        raise typer.Exit(sample_attempts.report_differences())
     if attempt is None:
         raise typer.BadParameter("give an attempt to score, or --calibration")
     if self_score and (as_json or as_md):

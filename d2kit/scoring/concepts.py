@@ -28,6 +28,7 @@ DELIVERY_LIMIT = pattern(
     r"(idempoten|fencing|dedup).{0,120}\b(exactly[- ]once|duplicate|twice|more than once|retr(y|ies)|re-?run)",
     r"at[- ]least[- ]once.{0,120}\bidempoten",
     r"(exactly[- ]once|duplicate|twice|more than once).{0,120}\b(idempoten|fencing|dedup)",
+    r"at[- ]least[- ]once.{0,160}\b(drop|ignore|skip|discard|detect)s? (the )?(repeats?|duplicates?|second (run|copy))",
 )
 
 LATENCY = pattern(r"\blate\b", r"latency", r"lateness", r"\bon time\b", r"start(s|ed)? within", r"fires? within",
@@ -48,27 +49,38 @@ LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[
                 r"renew\w* (its |the |a )?(claim|lock|reservation|ownership)",
                 r"claims? (with|that has) (an? )?(expiry|ttl|deadline)",
                 r"(claim|lock|reservation|ownership|session)s? (expires?|runs? out|times? out|lapses?)",
-                r"(ephemeral (node|key)|session) .{0,40}(expir|ttl|alive)")
+                r"(ephemeral (node|key)|session) .{0,40}(expir|ttl|alive)",
+                r"(extends?|renews?|pushes? (back|forward)) (the |its )?(expiry|deadline|visibility)",
+                r"\b(claimed|locked|leased|reserved|held)_until\b", r"\brenew(s|als?)? every \d",
+                r"\b(expires|lease|claim|deadline)_at\b", r"\b(extends?|renews?) (it|them) every",
+                r"\bholds?\b.{0,30}\b(runs? out|expir\w*|times? out|lapses?)")
 LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
                   r"\bsequencer\b", r"\b(raft )?term number", r"(only|ever) (grows|increases|goes up)",
-                  r"\b(attempt|claim|ownership) (number|counter|version)\b.{0,80}\b(higher|greater|increment|bump|"
-                  r"older|lower|stale)",
-                  r"\bzxid")
+                  r"\b(attempt|claim|ownership|delivery|receive|lease)[_ ](number|no|num|count|counter|version)\b"
+                  r".{0,80}\b(higher|greater|highest|increment|bump|older|lower|stale)",
+                  r"\bzxid",
+                  r"(adds? one to|increments?|bumps?) (the |its |a )?(\w+'?s? )?(\w+ )?"
+                  r"(number|counter|count|version)\b")
 FENCE_CHECK = pattern(r"\bcheck", r"\bverif", r"\breject", r"\bcompar", r"\bguard", r"\bconditional",
-                      r"where\b.{0,40}token", r"\bstale\b", r"\bolder\b", r"\bhigher\b", r"\brefus")
+                      r"where\b.{0,40}token", r"\bstale\b", r"\bolder\b", r"\bhigher\b", r"\brefus",
+                      r"\bonly accept", r"\bhighest\b")
 WRITE_PATH = pattern(r"\bwrite", r"\bcommit", r"\bcomplet", r"\bstorage\b", r"\bsink\b", r"downstream",
-                     r"side[- ]effect", r"\bledger", r"the job'?s own", r"\boutput", r"\bupdate")
+                     r"side[- ]effect", r"\bledger", r"the job'?s own", r"\boutput", r"\bupdate", r"\bresults?\b")
 
 # "Jobs may check this token if they want; it is up to the job": a check nobody must make is a token nothing checks.
 OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30}\b(check|verif|compar|reject)",
                          r"up to the (job|author|user|tenant)", r"if (it|they) (wants?|chooses?|likes?)")
-FIRE_TIME = r"(fire|scheduled|schedule|run|due|trigger)[_ ]?(time|at|minute|timestamp)\b"
+# Quartz's fire time, Temporal's scheduled time, Oozie's nominal time, Airflow's logical date, a planned time.
+FIRE_TIME = r"(fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?(time|at|minute|timestamp|date)\b"
 DOUBLE_FIRE_MECHANISM = pattern(
     # A uniqueness guarantee counts when it is on the fire time, not on any column pair.
     rf"unique[^|]{{0,40}}{FIRE_TIME}", rf"{FIRE_TIME}[^|]{{0,40}}\bunique", rf"\(job(_id)?, ?{FIRE_TIME}",
+    rf"(primary|unique|composite) key\b[^|]{{0,30}}\b({FIRE_TIME}|minute)", r"\(job(_id)?, ?(the )?(\w+ )?minute\)",
+    r"keyed (by|on) (the )?job\b[^|]{0,30}\b(minute|fire|planned|scheduled|due)", r"duplicate[- ]key",
+    r"\b(put|create|insert|write)[- ]if[- ](absent|not[- ]exists)",
     r"on conflict", r"dedup(e|lication)? key", r"\bcas\b", r"compare[- ]and[- ]swap",
     r"conditional (update|write|insert|put)", r"for update", r"skip locked", r"claim (row|the row)",
     r"optimistic (lock|concurrency)", r"advisory lock", r"leader (election|lease)", r"elect\w*.{0,20}\bleader",
@@ -79,13 +91,16 @@ DOUBLE_FIRE_MECHANISM = pattern(
     r"owns?\b.{0,20}\b(slice|bucket|partition|shard|range)s?\b", r"attribute_not_exists",
     r"(one|a single) (owner|planner|dispatcher) (per|for each) (slice|bucket|partition|shard)",
 )
-REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other) (schedulers?|planners?|dispatchers?|"
-                   r"instances|coordinators?|owners?)", r"more than one (scheduler|planner|dispatcher|owner)",
+REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other|a second|the second) "
+                   r"(schedulers?|planners?|dispatchers?|instances|coordinators?|owners?|pollers?|consumers?|leaders|"
+                   r"nodes|standbys)",
+                   r"more than one (scheduler|planner|dispatcher|owner|poller|consumer)",
                    r"both (replicas|schedulers)", r"\bby both\b", r"\btwice\b", r"double[- ]?(fire|dispatch|run)",
                    r"duplicate")
 WHY = pattern(r"because", r"\bso that\b", r"\bwhich means\b", r"rather than", r"instead of", r"\bif (a|the|one) "
               r"(replica|leader|scheduler)", r"whichever", r"however (it|many)", r"no matter", r"failover",
-              r"\bwhy\b", r"failure profile", r"\bwithout\b")
+              r"\bwhy\b", r"failure profile", r"\bwithout\b", r"switch[- ]?over", r"\btake-?over", r"\beven if\b",
+              r"\bhand-?over\b", r"\brebalanc")
 
 CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thundering herd", r"late[- ]start",
                    r"\bstampede",
@@ -95,7 +110,8 @@ CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thu
                    r"(was|is|been) down for")
 PER_JOB_POLICY = pattern(r"per[- ]job", r"\bpolic(y|ies)\b", r"configurable", r"job'?s own", r"on the job",
                          r"each job (has|chooses|picks|sets|carries|says|decides|declares)",
-                         r"\brule\b.{0,40}\b(per|each) job",
+                         r"\brule\b.{0,40}\b(per|each) job", r"(each|every|per) (schedule|job)\b.{0,30}\b(setting|"
+                         r"rule|option|choice)\b",
                          r"the (user|owner) (chooses|picks|decides|sets)")
 PACING = pattern(r"rate[- ]limit", r"\bpac(e|ed|ing)\b", r"admission", r"token bucket", r"\bspread", r"\bjitter",
                  r"throttl", r"drain(s|ed)? at", r"per second", r"/s\b")
@@ -104,7 +120,7 @@ TENANT_CAPS = pattern(rf"(per[- ]{TENANT}|{TENANT}).{{0,40}}\b(cap|limit|quota|m
                       r"\bquotas?\b", rf"\b(cap|limit|maximum)s? (per|for each|on each) {TENANT}",
                       rf"{TENANT}\W+(\w+\W+){{0,2}}(slots?|maximums?)\b",
                       rf"{TENANT}\b.{{0,30}}\b(at most|no more than|up to) \d+\b.{{0,30}}\b"
-                      r"(running|at once|concurrent)")
+                      r"(running|at once|concurrent|at a time|in flight|going)")
 FAIR_QUEUING = pattern(r"fair[- ]?(queu|shar|schedul)", r"\bweighted\b", r"(shares?|claims?)\b.{0,30}\bby weight",
                        r"round[- ]robin", r"\bdrr\b", r"deficit", rf"fair(ly)? between {TENANT}",
                        rf"(take|serve|pick)s? {TENANT} in turn", rf"(one|each) queue per {TENANT}")
@@ -114,7 +130,8 @@ DURATION_POOLS = pattern(r"(separate|dedicated|own) (worker )?pools?", r"pools? 
                          r"(machines|pool|workers|fleet|queue)",
                          r"(separate|dedicated|own) (machines|fleet|queue) for (long|short)",
                          r"long[- ]running (pool|queue|workers)", r"(short|long) pool", r"\bbulkhead",
-                         r"pools? of workers for")
+                         r"pools? of workers for",
+                         r"(separate|dedicated|own) (set|group|fleet|pool) of (machines|workers|hosts|nodes|runners)")
 
 EXECUTION_RECORDS = pattern(r"execution (record|row|history|log|table)s?", r"attempts? (table|row|record)s?",
                             r"run (record|history|table)s?", r"occurrence (row|record|table)s?", r"\baudit",
@@ -205,13 +222,16 @@ def lease_fencing(doc: Document) -> Finding:
 
 def replica_double_fire(doc: Document) -> Finding:
     units = _deep_dive_first(doc)
+    mechanism = component(units, DOUBLE_FIRE_MECHANISM,
+                          "no mechanism (unique (job, fire time), claim CAS, leader lease) stops a double fire")
     return combine([
-        (0.6, component(units, DOUBLE_FIRE_MECHANISM,
-                        "no mechanism (unique (job, fire time), claim CAS, leader lease) stops a double fire")),
+        (0.6, mechanism),
         (0.2, component(units, DOUBLE_FIRE_MECHANISM, "the mechanism is not tied to several scheduler replicas",
                         also=REPLICAS)),
+        # Once a mechanism is used, rejecting another with a reason ("we rejected SKIP LOCKED because ...") is
+        # the reason for the choice.
         (0.2, component(units, DOUBLE_FIRE_MECHANISM, "no reason or failure profile for the mechanism chosen",
-                        also=WHY)),
+                        also=WHY, deniable=not mechanism.evidence)),
     ])
 
 

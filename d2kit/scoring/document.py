@@ -77,6 +77,11 @@ class Unit:
         return self.kind == "row" and bool(self.header)
 
     @property
+    def has_columns(self) -> bool:
+        """A table body row with two or more cells; a one-column table is a list drawn with bars."""
+        return self.is_table_body and len(self.cells) > 1
+
+    @property
     def written(self) -> bool:
         """Text the author wrote as content: a paragraph, a list item or a table body row (not a heading)."""
         return self.kind in ("paragraph", "item") or self.is_table_body

@@ -49,8 +49,8 @@ class Finding:
 
 
 def credit(unit: Unit) -> float:
-    """Full weight for a sentence (or a table row that says something), less for a fragment."""
-    if unit.prose or (unit.is_table_body and unit.words >= 8):
+    """Full weight for a sentence (or a row of a table whose columns say something), less for a fragment."""
+    if unit.prose or (unit.has_columns and unit.words >= 8):
         return 1.0
     if unit.written and unit.words >= TERSE_WORDS and not is_name_drop(unit.text):
         return TERSE_CREDIT

@@ -25,16 +25,18 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"\b(reaper|sweeper|janitor)\b", r"\bmetrics?\b", r"\blag\b", r"\bfails? to (renew|acquire|connect|reach)",
         r"\bconnection (drops|errors?|refused|lost)", r"\bsees?\b", r"\bfinds?\b", r"\bobserv", r"\bdashboard",
         r"\bliveness\b", r"\bstops? (renewing|heartbeating|responding|answering)", r"\bunreachable\b",
+        r"\bseen (as|through|in|by|from|when)\b",
     ),
     "containment": pattern(
         r"\bcontain(s|ed)?\b", r"\bfenc", r"\bisolat", r"\bquarantin", r"\breject", r"\brefus", r"\bstale\b",
-        r"\bcannot\b", r"\bcan'?t\b", r"\bonly one\b", r"\bat most\b", r"\bcaps?\b", r"\bcapped\b", r"\blimit",
+        r"\bcannot\b", r"\bcan'?t\b", r"\bonly one\b", r"\bcaps?\b", r"\bcapped\b", r"\blimit",
+        r"\bat most\b(?!\s+\d+\s?(ms|s|sec|seconds?|mins?|minutes?|h|hours?)\b)",  # "after at most 60 s" is a time
         r"\bthrottl", r"\bpaus(e|es|ed)\b", r"\bstops? (claim|dispatch|accept|writ|materiali|taking)",
         r"\bread[- ]only\b", r"\bcircuit", r"\bbulkhead", r"\bblast radius", r"\bself[- ]fenc",
         r"\bkills? (itself|its own|the)\b", r"\babort", r"\bback[- ]?pressure", r"\bbounded\b", r"\bno (new|further)\b",
         r"\bblock(s|ed)?\b", r"\bdrain", r"\bsuspend", r"\bshed", r"\bnever\b", r"\bguard", r"\bunique\b",
         r"\bno[- ]op\b", r"\bloses? (its|the) (lease|claim)", r"\bgives? up\b", r"\bbuffer", r"\bignor(e|es|ed)\b",
-        r"\bdiscard",
+        r"\bdiscard", r"\b(one|a single|the same) transaction\b", r"\batomic", r"\bdamage (is )?(only|limited)",
     ),
     "recovery": pattern(
         r"\brecover(s|ed)?\b", r"\bre-?dispatch", r"\bre-?queue", r"\bre-?schedul", r"\bretr(y|ies|ied)\b",
@@ -42,8 +44,13 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"\brestart", r"\brebuil", r"\breconcil", r"\btakes? over\b", r"\bback to (ready|the queue)",
         r"\breturns? (it |the \w+ )?to\b", r"\bre-?claim", r"\bre-?elect", r"\bbackfill", r"\bre-?materiali",
         r"\brejoin", r"\bheal", r"\brestor", r"\bpick(s|ed)? (it |them )?up\b",
-        r"\b(goes|go|put|puts|moved?) (\w+ )?back\b", r"\bcontinues?\b", r"\breplac",
-        r"\bmoves? (it |the \w+ )?(back|on)\b", r"\bre-?sync", r"\bdrains? (the )?backlog",
+        r"\b(goes|go|put|puts|moved?) (\w+ ){0,2}back\b", r"\bcontinues?\b", r"\breplac",
+        r"\bmoves? (it |the \w+ )?(back|on)\b", r"\bre-?sync", r"\bdrains? (the )?backlog", r"\bbacklog drains",
+        # SQS's words: the message "becomes visible again" and "is received again" by another consumer.
+        r"\b(visible|available) again\b", r"\bsets? (\w+ ){0,2}back\b",
+        r"\b(claimed|received|delivered|planned|handed out|picked up|started|taken|given|assigned) again\b",
+        r"\b(another|other|a new|the next) (\w+ )?(worker|runner|consumer|node|replica|planner|scheduler|instance|"
+        r"owner|leader|machine|host|process)s? (takes?|claims?|picks?|runs?|receives?|gets?|plans?|handles?)\b",
     ),
 }
 LABEL = re.compile(
@@ -65,11 +72,13 @@ MIN_LEG_WORDS = 3  # after a label: "Detection: yes" is not a leg
 MIN_SENTENCE_WORDS = 5
 
 # The failures the prompt names. Each is covered by an item whose title or text matches.
+WORKER = r"(worker|executor|runner|consumer|agent)"  # what runs the job, in the words systems use
 FAILURE_CLASSES: dict[str, re.Pattern[str]] = {
-    "worker death": pattern(r"worker.{0,40}\b(crash|die|dies|died|dead|death|killed|oom|lost|fail)",
-                            r"\b(crash|death|loss) of a worker"),
+    "worker death": pattern(rf"{WORKER}.{{0,40}}\b(crash|die|dies|died|dead|death|killed|oom|lost|fail)",
+                            rf"\b(crash|death|loss) of an? {WORKER}"),
     "worker partition or pause": pattern(r"partition", r"split[- ]brain", r"zombie", r"\bgc\b", r"\bpaus",
-                                         r"stall", r"\bhung\b", r"slow worker", r"unreachable"),
+                                         r"stall", r"\bhung\b", r"slow worker", r"unreachable", r"\bcut off\b",
+                                         r"\bfr(o|ee)z(en|es?)\b"),
     "scheduler death": pattern(r"scheduler.{0,40}\b(crash|die|dies|died|dead|down|fail|restart|lost)",
                                r"leader.{0,30}\b(loss|lost|dies|died|fail)", r"replica.{0,30}\b(dies|died|crash|fail)"),
     "store failure": pattern(r"(database|\bdb\b|postgres|storage|primary|\bstore\b|queue|broker|kafka|redis)"

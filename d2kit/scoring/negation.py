@@ -18,7 +18,7 @@ CLAUSE_BREAK = re.compile(r"[,;:.()\u2014\u2013]|\s-\s|\b(because|but|so|which|w
 NEGATOR = re.compile(
     r"\b(no(?!\s+(two|other|more|later|sooner|matter|longer|earlier|less|one else)\b)|not(?!\s+only\b)|never|"
     r"without(?!\s+(a |any |successful |valid |its )*(heartbeat|renew|ack|response|reply|progress))|"
-    r"nor|neither|instead of|rather than|cannot|"
+    r"nor|neither|instead of|rather than|cannot|(i|we) (have )?(rejected|ruled out|decided against|turned down)|"
     r"(do|does|did|is|are|was|were|ca|could|would|should|wo|have|has|need)n'?t)\b",
     re.I,
 )

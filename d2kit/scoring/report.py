@@ -64,6 +64,8 @@ def render_rich(report: ScoreReport, console: Console) -> None:
     if report.pasted:
         console.print(Panel("\n".join(f"{_where(e)}: {e.text}" for e in report.pasted),
                             title="Copied from the kit's own texts: not scored", border_style="red"))
+    if report.credibility:
+        console.print(Panel(report.credibility, title="Several questions answered wrongly", border_style="red"))
     parts = [Text(f"Total: {_points(report.total)} / {_points(report.max_total)}", style="bold"),
              Text(report.accuracy, style="dim")]
     console.print(Panel(Group(*parts), title=report.attempt, border_style="bold"))
@@ -90,6 +92,8 @@ def render_markdown(report: ScoreReport) -> str:
         lines = ", ".join(_where(e) for e in check.evidence) or "—"
         out.append(f"| {check.follow_up} | {_md_cell(check.title.split(': ', 1)[-1])} | {PRE_EMPTED[check.level]} | "
                    f"{_points(check.points)}/{_points(check.max_points)} | {lines} |")
+    if report.credibility:
+        out += ["", "## Several questions answered wrongly", "", report.credibility]
     if report.pasted:
         out += ["", "## Copied from the kit's own texts: not scored", ""]
         out += [f"- {_where(e)}: {e.text}" for e in report.pasted]

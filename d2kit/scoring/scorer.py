@@ -11,6 +11,7 @@ from d2kit.scoring import (
     arithmetic,
     concepts,
     contradictions,
+    credibility,
     failures,
     pasted,
     redaction,
@@ -52,6 +53,11 @@ class Flaws:
     wrong_answers: list[wrong_answers.Charge]
     contradictions: list[contradictions.Contradiction]
 
+    @property
+    def credibility(self) -> credibility.Credibility:
+        return credibility.assess([c.wrong.check for c in self.wrong_answers]
+                                  + [c.mechanism.check for c in self.contradictions])
+
 
 @dataclass
 class CheckScore:
@@ -90,6 +96,7 @@ class ScoreReport:
     accuracy: str = ""  # the recorded held-out error: what the total is worth
     max_total: float = 100
     pasted: list[Evidence] = field(default_factory=list)  # sentences copied from the kit's texts: not scored
+    credibility: str = ""  # why the design's checks were discounted, when they were
     extra: dict = field(default_factory=dict)
 
     @property
@@ -117,6 +124,7 @@ class ScoreReport:
                 for k in self.follow_ups()
             ],
             "pasted": [asdict(e) for e in self.pasted],
+            "credibility": self.credibility,
             **self.extra,
         }
 
@@ -131,6 +139,9 @@ def _score_check(doc: Document, flaws: Flaws, check_id: str, title: str, max_poi
                  why: str, follow_up: int | None = None) -> CheckScore:
     finding = wrong_answers.charge(check_id, DETECTORS[check_id](doc), flaws.wrong_answers)
     finding = contradictions.charge(check_id, finding, flaws.contradictions)
+    trust = flaws.credibility
+    if trust.applies_to(check_id) and finding.fraction:
+        finding = Finding(finding.fraction * trust.factor, finding.evidence, [trust.note()] + finding.missing)
     points = round(finding.fraction * max_points, 1)
     return CheckScore(check_id, title, points, max_points, finding.evidence,
                       finding.missing if points < max_points else [], why, follow_up)
@@ -159,6 +170,7 @@ def score_text(text: str, *, attempt: str = "<text>",
         accuracy=accuracy_line(),
         max_total=rubric.total_points(),
         pasted=copied,
+        credibility=flaws.credibility.note() if flaws.credibility.factor < 1 else "",
     )
 
 

@@ -13,6 +13,7 @@ import re
 from d2kit.scoring.document import Document, Item, Unit, split_items
 from d2kit.scoring.evidence import Evidence, Finding, pattern
 from d2kit.scoring.prose import REASON, is_prose
+from d2kit.scoring.wrong_answers import COOPERATION
 
 REJECTIONS_FOR_FULL = 3
 MIN_REJECTION_WORDS = 10
@@ -31,13 +32,18 @@ TITLE_LABEL = re.compile(r"^.{1,80}?(?::|\s[—–]\s|\s-\s|\s\|\s)")
 # "Postgres: rejected because we use Postgres": a reason that says the alternative is in the design.
 SELF_USE = re.compile(r"\b(because|although|though|but|as|since)\b.{0,20}\bwe (already |also |still )?"
                       r"(use|chose|picked|have|run)\b", re.I)
+# "RabbitMQ: only at-least-once": faulting an alternative for lacking exactly-once, which no system gives on its
+# own, is the delivery question's wrong answer used as a reason; unless the item says why nothing gives it.
+WRONG_PREMISE = pattern(r"\b(doesn'?t|does not|cannot|can'?t|won'?t|no|never)\b (\w+ ){0,2}exactly[- ]once",
+                        r"\bonly (gives? |offers? |provides? )?at[- ]least[- ]once",
+                        r"exactly[- ]once is (\w+ )?better")
 NAMED_ONLY_SHARE = 1 / 15  # 1 point of 15 each
 NAMED_ONLY_CAP = 2 / 15
 
 
 def _after_title(unit: Unit, item: Item) -> str:
     """The text of ``unit`` after the alternative's name, where its reason must be."""
-    if unit.is_table_body and len(unit.cells) > 1:  # the first column names it, the others say why
+    if unit.has_columns:  # the first column names it, the others say why
         return " | ".join(unit.cells[1:])
     if unit is not item.units[0]:
         return unit.text
@@ -56,12 +62,16 @@ def rejections(doc: Document) -> Finding:
     missing = []
     credit = 0.0
     for item in items:
-        has_sentence = any(u.prose or (u.is_table_body and u.words >= MIN_REJECTION_WORDS) for u in item.units)
+        has_sentence = any(u.prose or (u.has_columns and u.words >= MIN_REJECTION_WORDS) for u in item.units)
         reason_unit = next((u for u in item.units if REASON.search(_after_title(u, item))), None)
         if reason_unit is not None and SELF_USE.search(item.text):
             named_only.append(item)
             missing.append(f"'{item.title}' (line {item.first_line}): contradicts itself, the reason says the "
                            "design uses it")
+        elif reason_unit is not None and WRONG_PREMISE.search(item.text) and not COOPERATION.search(item.text):
+            named_only.append(item)
+            missing.append(f"'{item.title}' (line {item.first_line}): the reason is a wrong answer, faulting it for "
+                           "lacking exactly-once execution, which no system gives without the job's cooperation")
         elif reason_unit is not None and item.words >= MIN_REJECTION_WORDS:
             quote = Evidence.of(reason_unit, REASON)
             shown = quote.text if quote.text.startswith(item.title) else f"[{item.title}] {quote.text}"

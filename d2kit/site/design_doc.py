@@ -59,6 +59,8 @@ DRILLS = (
           "nothing lost, nothing doubled when replicas die at any instant"),
     Drill("scheduler-paused", None, "A replica SIGSTOPped mid-pass, holding its locks",
           "the session timeouts end its session; the other replicas take its jobs within seconds"),
+    Drill("hung-handler", None, "A handler that ignores cancellation",
+          "past its max runtime the attempt ends timed_out, the slot comes back, leaked threads are recycled"),
     Drill("postgres-restart", None, "PostgreSQL restarts under load",
           "work resumes after the database returns; no completion is lost or accepted twice"),
 )

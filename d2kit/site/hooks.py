@@ -22,7 +22,7 @@ from d2kit.drills import mutants
 from d2kit.scoring.calibration import render_results_markdown
 from d2kit.scoring.diagram_calibration import render_results_markdown as render_diagram_results_markdown
 from d2kit.scoring.rubric import render_rubric_markdown
-from d2kit.site import design_doc, glossary
+from d2kit.site import design_doc, glossary, samples
 from d2kit.site.alternatives import alternatives_markdown
 from d2kit.site.cheatsheet import cheatsheet_markdown
 from d2kit.site.design_doc import DIAGRAM_DIR, DRILLS_BY_NAME, REPO_ROOT
@@ -275,3 +275,5 @@ def define_env(env) -> None:
     env.macro(cheatsheet_markdown, "cheatsheet")
     env.macro(glossary.glossary_markdown, "glossary")
     env.macro(alternatives_markdown, "alternatives")
+    env.macro(samples.samples_index, "samples_index")
+    env.macro(samples.sample_page, "sample_page")

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from reference_impl import states
+from reference_impl import policies, states
 
 
 class Problem(BaseModel):
@@ -33,6 +33,8 @@ class Job(BaseModel):
     catchup_window_seconds: int
     max_catchup: int
     overlap_policy: str
+    delivery: Literal[policies.DELIVERY] = Field(description="at_least_once retries a lost attempt; at_most_once "
+                                                 "records its occurrence dead instead.")
     max_attempts: int
     retry_base_seconds: float
     max_runtime_seconds: float | None = Field(description="Past it an attempt is cancelled, then timed_out; "
@@ -45,6 +47,8 @@ class Job(BaseModel):
     schedule_error: str | None = Field(description="Why the scheduler could not plan this job's next fire "
                                        "times; it retries every minute. Null when all is well.")
     created_at: datetime
+    routed_pool: str | None = Field(description="Where its next occurrences go instead of `pool`: 'long' once the "
+                                    "p95 of its recent run times reaches the short pool's bound. Null: `pool`.")
 
 
 class Attempt(BaseModel):

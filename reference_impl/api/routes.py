@@ -40,8 +40,8 @@ CREATE_EXAMPLES = {
 }
 # A replay must ask for the same job; anything else is a client bug that silently reusing the job would hide.
 REPLAY_FIELDS = ("name", "handler", "payload", "run_at", "cron", "timezone", "dst_gap", "dst_overlap",
-                 "misfire_policy", "catchup_window_seconds", "max_catchup", "overlap_policy", "max_attempts",
-                 "retry_base_seconds", "max_runtime_seconds")
+                 "misfire_policy", "catchup_window_seconds", "max_catchup", "overlap_policy", "delivery",
+                 "max_attempts", "retry_base_seconds", "max_runtime_seconds")
 
 
 @v1.post("/jobs", status_code=201, response_model=Job, summary="Create a job (idempotent with a key)",

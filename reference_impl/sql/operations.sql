@@ -10,6 +10,8 @@
 --   d2_heartbeat     workers: extend leases (batched), report clock skew, learn of lost/cancelled attempts
 --   d2_complete      workers: finish attempts, fenced by token (d2_settle moves the occurrence on)
 --   d2_reap          scheduler replicas: expired leases -> attempt lost, occurrence retried or dead
+--                    (retried only if the job's delivery is at_least_once: d2_settle)
+--   d2_route_by_duration  scheduler replicas: a recurring job whose runs take long goes to the long pool
 --   d2_archive       scheduler replicas: move finished executions from the queue to execution_history
 --   d2_rotate_history  scheduler replicas: retention -- drop history days older than it, make the next two
 --   d2_forget_jobs   scheduler replicas: retention -- delete one-shot jobs whose history is older than it
@@ -61,7 +63,7 @@ BEGIN
     -- materialiser's throughput: a row-at-a-time loop cost ~40 us a row). The rest go one by one through
     -- d2_enqueue, which applies the overlap policy.
     WITH offered AS MATERIALIZED (
-        SELECT i.job_id, i.fire_at, i.reason, j.tenant_id, j.pool, j.max_attempts
+        SELECT i.job_id, i.fire_at, i.reason, j.tenant_id, coalesce(j.routed_pool, j.pool) AS pool, j.max_attempts
         FROM unnest(p_job_ids, p_fire_ats, p_reasons) AS i (job_id, fire_at, reason)
         JOIN jobs j ON j.id = i.job_id
         WHERE j.overlap_policy = 'allow'
@@ -116,7 +118,8 @@ DECLARE
     v_reason text := p_reason;
     v_row occurrences;
 BEGIN
-    SELECT tenant_id, pool, max_attempts, overlap_policy INTO j FROM jobs WHERE id = p_job_id;
+    SELECT tenant_id, coalesce(routed_pool, pool) AS pool, max_attempts, overlap_policy INTO j
+      FROM jobs WHERE id = p_job_id;
     IF v_reason IS NOT NULL THEN
         v_state := 'skipped';
     ELSIF j.overlap_policy <> 'allow' THEN
@@ -377,7 +380,8 @@ END $$;
 -- ---------------------------------------------------------------------------------------------
 -- Settle: occurrences follow their just-finished attempts (shared by d2_complete and d2_reap) --
 -- succeeded, retried after backoff, dead with the reason, or cancelled -- and a buffered
--- occurrence of the same job may go.
+-- occurrence of the same job may go. The job's delivery decides whether an attempt that did not succeed is
+-- retried (at_least_once) or ends the occurrence dead (at_most_once: never started twice).
 -- Lock order everywhere: occurrences before attempts, so completion, reaping and cancelling of one
 -- occurrence serialise instead of deadlocking.
 -- ---------------------------------------------------------------------------------------------
@@ -391,17 +395,24 @@ BEGIN
            SET state = CASE
                    WHEN a.state = 'succeeded' THEN 'succeeded'
                    WHEN a.state = 'cancelled' THEN 'cancelled'
-                   WHEN o.attempts >= o.max_attempts THEN 'dead'
+                   WHEN o.attempts >= o.max_attempts OR j.delivery = 'at_most_once' THEN 'dead'
                    ELSE 'ready' END,
                ready_at = CASE WHEN a.state IN ('failed', 'lost', 'timed_out') AND o.attempts < o.max_attempts
+                                    AND j.delivery = 'at_least_once'
                                THEN now() + d2_backoff(j.retry_base_seconds, o.attempts) ELSE o.ready_at END,
                reason = CASE
                    WHEN a.state = 'cancelled' THEN coalesce(o.reason, 'cancelled')
+                   -- Not retried, whatever max_attempts says: a lost or timed-out attempt may have run to the end,
+                   -- and a failed one may have written before it failed. Skip rather than risk running it twice.
+                   WHEN a.state IN ('failed', 'lost', 'timed_out') AND j.delivery = 'at_most_once'
+                       THEN format('%s attempt; at-most-once job is not retried: %s', a.state,
+                                   coalesce(a.error, 'no error text'))
                    WHEN a.state IN ('failed', 'lost', 'timed_out') AND o.attempts >= o.max_attempts
                        THEN format('%s after %s of %s attempts: %s', a.state, o.attempts, o.max_attempts,
                                    coalesce(a.error, 'no error text'))
                    ELSE o.reason END,
                finished_at = CASE WHEN a.state IN ('succeeded', 'cancelled') OR o.attempts >= o.max_attempts
+                                       OR j.delivery = 'at_most_once'
                                   THEN clock_timestamp() END
           FROM attempts a, jobs j
          WHERE a.token = ANY (p_tokens) AND o.id = a.occurrence_id AND j.id = o.job_id
@@ -472,8 +483,8 @@ BEGIN
 END $$;
 
 -- ---------------------------------------------------------------------------------------------
--- Reap: THE RESCUER. An attempt whose lease expired by the database clock is lost; its occurrence
--- is retried with a new attempt (and a higher token) or, out of attempts, is dead with the reason.
+-- Reap: THE RESCUER. An attempt whose lease expired by the database clock is lost; its occurrence is retried
+-- with a new attempt (and a higher token) or, out of attempts or at_most_once, is dead with the reason.
 -- Safe on every replica at once: SKIP LOCKED hands each occurrence to one reaper, and the lease is
 -- re-checked under the lock, so a heartbeat that committed first wins.
 -- Also sweeps buffered occurrences whose job has nothing running any more (a safety net for the
@@ -514,6 +525,45 @@ BEGIN
     PERFORM d2_promote_waiting(ARRAY(SELECT DISTINCT w.job_id FROM occurrences w WHERE w.state = 'waiting'));
     RETURN coalesce(cardinality(v_lost), 0);
 END $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Route by observed duration: THE ROUTER. A recurring job declared short (or with no expected duration) whose
+-- runs turn out long holds short-pool slots for many times the short mean, so where its next occurrences go is
+-- decided by what it did, not only by what the tenant declared. The rule: when the 95th percentile of its recent
+-- run times is p_long_from or more, its next occurrences are enqueued to the 'long' pool (jobs.routed_pool, read by
+-- d2_materialise and d2_enqueue); when it falls back under, to its declared pool again.
+--   * recent run times: attempts that ended on their own (succeeded or failed), started_at to finished_at on the
+--     database clock, of its executions still in the queue tables (the last storage.archive_after of them);
+--   * a timed-out attempt does not count: its run time is only "at least the max runtime", and a hang must not
+--     earn the long pool's 7 hours; one slow run in twenty does not move a job either (a percentile, not the max);
+--   * declared long stays long, and one-shot jobs are left alone: they never fire again.
+-- Only jobs that finished an execution in the last p_since are looked at (occurrences_finished), and of those only
+-- the ones that could change: an attempt as long as the bound, or an occurrence already outside the short pool.
+-- Returns how many jobs changed pool.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_route_by_duration(p_long_from double precision, p_since interval) RETURNS integer
+LANGUAGE sql AS $$
+    WITH candidates AS (
+        SELECT DISTINCT o.job_id FROM occurrences o JOIN attempts a ON a.occurrence_id = o.id
+         WHERE o.finished_at > now() - p_since
+           AND (o.pool <> 'short' OR a.finished_at - a.started_at >= make_interval(secs => p_long_from))
+    ), observed AS (
+        SELECT j.id, CASE WHEN (SELECT percentile_cont(0.95) WITHIN GROUP (
+                                           ORDER BY extract(epoch FROM a.finished_at - a.started_at))
+                                  FROM occurrences o JOIN attempts a ON a.occurrence_id = o.id
+                                 WHERE o.job_id = j.id AND a.state IN ('succeeded', 'failed')
+                                   AND a.started_at IS NOT NULL) >= p_long_from
+                          THEN 'long' END AS pool
+          FROM jobs j JOIN candidates c ON c.job_id = j.id
+         WHERE j.schedule_kind = 'cron' AND j.pool = 'short'
+    ), changed AS (
+        UPDATE jobs j SET routed_pool = ob.pool
+          FROM observed ob
+         WHERE j.id = ob.id AND j.routed_pool IS DISTINCT FROM ob.pool
+        RETURNING 1
+    )
+    SELECT count(*)::integer FROM changed
+$$;
 
 -- ---------------------------------------------------------------------------------------------
 -- Archive: THE ARCHIVER. Finished occurrences older than p_after leave the queue tables for their day's

@@ -62,6 +62,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     overlap_policy       text NOT NULL DEFAULT 'allow'
                          CHECK (overlap_policy IN ('allow', 'skip', 'buffer_one', 'buffer_all', 'cancel_other')),
     max_attempts         integer NOT NULL DEFAULT 3 CHECK (max_attempts > 0),
+    -- What a lost attempt means (the worker died, was partitioned or hung past its lease; d2_settle decides):
+    -- at_least_once retries it, so the handler may run twice: its effects deduplicate on the occurrence's key;
+    -- at_most_once never starts an occurrence twice: an attempt that does not succeed, whether lost, timed out
+    -- or failed, makes the occurrence dead with the reason (it may have started, so it is not run again).
+    delivery             text NOT NULL DEFAULT 'at_least_once' CHECK (delivery IN ('at_least_once', 'at_most_once')),
     retry_base_seconds   double precision NOT NULL DEFAULT 1 CHECK (retry_base_seconds >= 0),
     max_runtime          interval CHECK (max_runtime > '0'),  -- NULL: the pool's
     idempotency_key      text,
@@ -73,9 +78,13 @@ CREATE TABLE IF NOT EXISTS jobs (
     history_until        timestamptz,                       -- once: when its last archived execution finished
     schedule_error       text,                              -- why the last materialise pass could not plan it
     created_at           timestamptz NOT NULL DEFAULT now(),
+    -- Where its next occurrences go when its observed run times say so (d2_route_by_duration): 'long' for a job
+    -- declared short whose recent runs take long. NULL: the declared pool above.
+    routed_pool          text REFERENCES pools (name),
     UNIQUE (tenant_id, idempotency_key),
     CHECK ((schedule_kind = 'once') = (run_at IS NOT NULL)),
-    CHECK ((schedule_kind = 'cron') = (cron IS NOT NULL))
+    CHECK ((schedule_kind = 'cron') = (cron IS NOT NULL)),
+    CONSTRAINT at_most_once_is_one_attempt CHECK (delivery = 'at_least_once' OR max_attempts = 1)
 );
 -- The materialiser's poll: "which jobs have a fire time coming up?"
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (next_fire_at)
@@ -92,8 +101,8 @@ CREATE INDEX IF NOT EXISTS jobs_forgettable ON jobs (history_until) WHERE schedu
 --
 --     new ──► waiting ──► ready ──► running ──► succeeded
 --      │        │           │  ▲        │
---      │        │           │  └────────┤ (attempt failed / lease lost, attempts left: retry)
---      │        ▼           ▼           ├──► dead       (attempts exhausted; reason says why)
+--      │        │           │  └────────┤ (attempt failed / lease lost, at_least_once, attempts left: retry)
+--      │        ▼           ▼           ├──► dead       (attempts exhausted, or at_most_once; reason says why)
 --      ├──────► skipped ◄───┘           └──► cancelled  (job deleted, cancel_other, explicit cancel)
 --      └──► ready                waiting/ready ──► cancelled
 --

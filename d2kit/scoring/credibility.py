@@ -1,0 +1,44 @@
+"""An attempt that gets several different questions wrong has not shown it understands its own words.
+
+Each wrong answer or contradiction already costs the check it spoils. But when they touch several
+*different* questions (exactly-once promised, a lease judged on the worker's clock, every replica
+firing every job), the right words elsewhere in the attempt are no longer evidence of a design: an
+interviewer stops believing them. So for each question answered wrongly beyond the first, the
+checks that judge the design keep a quarter less of what they earned. What a reader can verify
+without trusting the design (the sections are there, the scale was stated) is not discounted.
+
+One wrong answer costs only its own check: a single slip in a good attempt is not incoherence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# What the candidate was asked, by check: the delivery guarantee is one question wherever it is answered.
+QUESTION = {"clarifications": "delivery_semantics", "proof_of_execution": "delivery_semantics"}
+# Checks a reader verifies without believing the design.
+NOT_DISCOUNTED = frozenset({"sections_present", "assumptions"})
+DISCOUNT_PER_QUESTION = 0.25
+FLOOR = 0.25
+
+
+@dataclass(frozen=True)
+class Credibility:
+    questions: tuple[str, ...]  # the questions answered wrongly or contradicted, sorted
+
+    @property
+    def factor(self) -> float:
+        return max(FLOOR, 1 - DISCOUNT_PER_QUESTION * max(0, len(self.questions) - 1))
+
+    def applies_to(self, check_id: str) -> bool:
+        return self.factor < 1 and check_id not in NOT_DISCOUNTED
+
+    def note(self) -> str:
+        return (f"not credible: wrong or contradicted answers on {len(self.questions)} different questions "
+                f"({', '.join(self.questions)}), so the checks that judge the design keep "
+                f"{self.factor:.0%} of their points")
+
+
+def assess(flawed_checks: list[str]) -> Credibility:
+    """``flawed_checks``: the check of each wrong answer and contradiction found."""
+    return Credibility(tuple(sorted({QUESTION.get(check, check) for check in flawed_checks})))
