@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint docs docs-build diagrams load bench up soak clean db-stop
+.PHONY: demo test lint docs docs-build diagrams load bench up soak mutants clean db-stop
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -31,6 +31,11 @@ up: $(STAMP)
 # Three minutes of random faults against one `d2kit up` on a private embedded PostgreSQL (tests/test_up.py).
 soak: $(STAMP)
 	D2KIT_SOAK_SECONDS=$${D2KIT_SOAK_SECONDS:-180} $(BIN)/pytest -s -k soak tests/test_up.py
+
+# Every guarantee broken on purpose in a scratch copy, each checked to be caught by its drill or test; writes
+# docs/drills/mutants.json for the drills page. About a minute per mutation: not part of `make test`.
+mutants: $(STAMP)
+	$(BIN)/d2kit drill mutants
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve

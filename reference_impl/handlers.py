@@ -101,8 +101,18 @@ def _number(payload: dict[str, Any], key: str, default: float, low: float, high:
     return float(value)
 
 
+def _work_seconds(ctx: JobContext, default: float, high: float) -> float:
+    """``payload.seconds``, or ``payload.first_attempt_seconds`` for the first attempt when given: a stalled first
+    attempt and a quick retry (the worker-partition drill)."""
+    seconds = _number(ctx.payload, "seconds", default, 0, high)
+    if ctx.attempt == 1:
+        seconds = _number(ctx.payload, "first_attempt_seconds", seconds, 0, high)
+    return seconds
+
+
 def _validate_sleep(payload: dict[str, Any]) -> None:
     _number(payload, "seconds", 1, 0, 7 * 24 * 3600)
+    _number(payload, "first_attempt_seconds", 1, 0, 7 * 24 * 3600)
 
 
 def _validate_fail_n(payload: dict[str, Any]) -> None:
@@ -123,8 +133,9 @@ def noop(ctx: JobContext) -> None:
 
 @handler("sleep", validate=_validate_sleep)
 def sleep(ctx: JobContext) -> None:
-    """Sleeps ``payload.seconds`` (default 1), stopping early if cancelled."""
-    if ctx.cancelled.wait(_number(ctx.payload, "seconds", 1, 0, 7 * 24 * 3600)):
+    """Sleeps ``payload.seconds`` (default 1), stopping early if cancelled: a handler that cooperates.
+    ``payload.first_attempt_seconds``, when given, is how long the FIRST attempt sleeps (worker-partition drill)."""
+    if ctx.cancelled.wait(_work_seconds(ctx, 1, 7 * 24 * 3600)):
         raise Cancelled("cancelled while sleeping")
 
 
@@ -169,9 +180,7 @@ def ledger_write(ctx: JobContext) -> None:
     it stands for a process that was paused or partitioned and cannot know it lost its lease -- the case
     only the storage-side fence can catch. ``payload.first_attempt_seconds``, when given, is how long the
     FIRST attempt works: a stalled first attempt whose write lands after its retry's (worker-partition drill)."""
-    seconds = _number(ctx.payload, "seconds", 0, 0, 24 * 3600)
-    if ctx.attempt == 1:
-        seconds = _number(ctx.payload, "first_attempt_seconds", seconds, 0, 24 * 3600)
+    seconds = _work_seconds(ctx, 0, 24 * 3600)
     if seconds:
         threading.Event().wait(seconds)
     value = str(ctx.payload.get("value", f"written by token {ctx.token}"))

@@ -26,11 +26,12 @@ JOBS_PER_PASS = 500
 FIRES_PER_JOB_PER_PASS = 5_000  # bounds one transaction; a long catch-up continues next pass
 ENUMERATION_LIMIT = 100_000     # bounds the CPU spent enumerating a per-second cron after a long outage
 
-DUE_JOBS_SQL = text(
+DUE_JOBS = (
     "SELECT id, schedule_kind, run_at, cron, timezone, dst_gap, dst_overlap, misfire_policy, catchup_window,"
     " max_catchup, materialized_through, now() AS db_now FROM jobs"
     " WHERE next_fire_at <= now() + make_interval(secs => :lookahead) AND NOT paused AND deleted_at IS NULL"
-    " ORDER BY next_fire_at LIMIT :n FOR UPDATE SKIP LOCKED")
+    " ORDER BY next_fire_at LIMIT :n")
+DUE_JOBS_SQL = text(DUE_JOBS + " FOR UPDATE SKIP LOCKED")
 PARK_FOR = timedelta(minutes=1)
 # A job that cannot be planned is not dropped: it keeps its cursor, says why, and is tried again later.
 PARK_SQL = text("UPDATE jobs SET schedule_error = :error, next_fire_at = now() + make_interval(secs => :retry)"
@@ -82,10 +83,16 @@ class Materialiser:
 
 def materialise_due(conn: Connection, jobs_per_pass: int = JOBS_PER_PASS) -> int:
     """One pass over due jobs, in the caller's transaction. Returns occurrence rows inserted."""
-    jobs = conn.execute(DUE_JOBS_SQL, {"lookahead": LOOKAHEAD.total_seconds(), "n": jobs_per_pass}).all()
+    return materialise(conn, conn.execute(DUE_JOBS_SQL, {"lookahead": LOOKAHEAD.total_seconds(),
+                                                         "n": jobs_per_pass}).all())
+
+
+def materialise(conn: Connection, jobs) -> int:
+    """Write the fire times of ``jobs`` (rows of DUE_JOBS_SQL, locked by the caller) from their cursors on, and move
+    the cursors. Returns occurrence rows inserted."""
     if not jobs:
         return 0
-    now = jobs[0].db_now  # the transaction's now(): the same instant the due test above used
+    now = jobs[0].db_now  # the transaction's now(): the same instant the due test used
     job_ids, fire_ats, reasons = [], [], []
     cursor_ids, throughs, nexts = [], [], []
     planned = []

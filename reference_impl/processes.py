@@ -1,8 +1,7 @@
 """Process registry: who is alive, and how far each process's wall clock is from the database's.
 
 Skew is *shown* (``d2kit status``), never used: every lease, due time and misfire decision reads the
-database clock. ``D2KIT_CLOCK_OFFSET_SECONDS`` shifts this process's wall clock -- the clock-skew drill's
-fallback when libfaketime is not installed.
+database clock. (The clock-skew drill skews a process's wall clock with libfaketime, from outside.)
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import os
 import signal
 import socket
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from sqlalchemy import Connection, Engine, text
 
@@ -25,8 +24,7 @@ RECYCLE_EXIT = 75
 
 def wall_now() -> datetime:
     """This process's wall clock (what a skewed node believes the time is)."""
-    offset = float(os.environ.get("D2KIT_CLOCK_OFFSET_SECONDS", "0"))
-    return datetime.now(UTC) + timedelta(seconds=offset)
+    return datetime.now(UTC)
 
 
 def register(engine: Engine, process_id: str, kind: str, pool: str | None = None) -> None:

@@ -19,7 +19,8 @@ These loops share one process; each round trip to the database is batched:
   (database down) stay queued and are sent again -- a completion is never dropped, and a stale one is
   refused by the fence, not by luck.
 * **lease watchdog** -- by the monotonic clock (lease.py): an attempt whose lease can no longer be trusted
-  gets ``ctx.cancelled``; the handler should stop, and its writes will be refused if it does not.
+  gets ``ctx.cancelled``; the handler should stop, and its writes will be refused if it does not. When and why
+  it stopped trusting it, and when its handler returned, are reported with the completion (``lease_distrust``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ log = logging.getLogger("d2kit.worker")
 CLAIM_SQL = text("SELECT * FROM d2_claim(:pool, :worker, :n, :lease)")
 HEARTBEAT_SQL = text("SELECT * FROM d2_heartbeat(:worker, :tokens, :started, :lease, :clock)")
 COMPLETE_SQL = text("SELECT * FROM d2_complete(:tokens, :ok, :errors, :started)")
+DISTRUST_SQL = text(
+    "INSERT INTO lease_distrust (token, worker_id, source, distrusted_by, handler_stopped_by)"
+    " SELECT t, :worker, s, d, h FROM unnest(CAST(:tokens AS bigint[]), CAST(:sources AS text[]),"
+    " CAST(:distrusted AS timestamptz[]), CAST(:stopped AS timestamptz[])) AS x (t, s, d, h)"
+    " ON CONFLICT (token) DO NOTHING")
 RETRY_PAUSE_SECONDS = 0.5  # after a database error, before trying again
 # The hung-handler drill's negative control only: the worker does not act on 'timeout', so a hung handler keeps its
 # slot (the database still ends the attempt timed_out once the lease it stops renewing runs out).
@@ -56,12 +62,26 @@ class Held:
     handler: str
     lease: Lease
     dispatched_at: datetime
+    claim_sent: float  # monotonic time the claim was sent
     claimed_at: float  # monotonic time the claim returned
     started_at: datetime | None = None
+    distrusted: tuple[str, float] | None = None  # why and when (monotonic) this worker stopped trusting the lease
+    returned_at: float | None = None  # monotonic time the handler returned
     finished: bool = False
     timeout_at: float | None = None  # monotonic time the database first answered 'timeout' for it
     abandoned: bool = False
     thread: threading.Thread | None = None
+
+    def on_database_clock_by(self, moment: float) -> datetime:
+        """A monotonic moment of this process as an upper bound on the database clock: the claim's now() was read
+        after the claim was sent, so the database's time then was at most dispatched_at."""
+        return self.dispatched_at + timedelta(seconds=moment - self.claim_sent)
+
+    def distrust(self, source: str) -> None:
+        """Stop trusting the lease (once: the first reason is the one reported) and ask the handler to stop."""
+        self.lease.trusted = False
+        self.distrusted = self.distrusted or (source, time.monotonic())
+        self.ctx.cancelled.set()
 
 
 @dataclass(frozen=True)
@@ -189,7 +209,7 @@ class Worker:
                 ctx = JobContext(token=row["token"], occurrence_id=row["occurrence_id"], job_id=row["job_id"],
                                  fire_at=row["fire_at"], attempt=row["attempt"], payload=row["payload"],
                                  engine=self.engine)
-                held = Held(ctx, row["handler"], Lease(cfg.lease, sent_at), row["dispatched_at"],
+                held = Held(ctx, row["handler"], Lease(cfg.lease, sent_at), row["dispatched_at"], sent_at,
                             time.monotonic())
                 self.held[ctx.token] = held
                 claimed.append(held)
@@ -209,6 +229,7 @@ class Worker:
             HANDLERS[held.handler].run(held.ctx)
         except Exception as exc:
             ok, error = False, f"{type(exc).__name__}: {exc}"
+        held.returned_at = time.monotonic()
         with self.lock:
             if held.abandoned:  # already completed for it, and its slot given back
                 return
@@ -246,8 +267,7 @@ class Worker:
                     if held is None:
                         continue
                     if status == "lost":
-                        held.lease.trusted = False
-                        held.ctx.cancelled.set()
+                        held.distrust("database")
                     else:
                         held.lease.renewed(sent_at)
                         if status == "cancel":
@@ -264,14 +284,16 @@ class Worker:
 
     # -- lease watchdog --------------------------------------------------------------------------
     def _watch_leases(self) -> None:
-        period = min(0.5, self.config.lease / 10)
+        # A quarter of the safety margin: the lease is distrusted at most that late, well before it can expire.
+        period = self.config.lease * SAFETY_MARGIN_FRACTION / 4
+        watchdog = os.environ.get("D2KIT_UNSAFE_DISABLE_WATCHDOG") != "1"  # worker-partition's negative control
         while not self.stop.is_set() or self._holding():
             now = time.monotonic()
             with self.lock:
                 for held in self.held.values():
-                    if held.lease.trusted and not held.lease.check(now):
+                    if watchdog and held.lease.trusted and not held.lease.check(now):
                         log.warning("lease of token %d no longer trusted: stopping its handler", held.ctx.token)
-                        held.ctx.cancelled.set()
+                        held.distrust("monotonic_clock")
                     if (held.timeout_at is not None and not held.finished
                             and now - held.timeout_at >= self.config.heartbeat_every):
                         self._abandon(held)
@@ -311,8 +333,15 @@ class Worker:
     def _send_completions(self, batch: list[tuple[int, bool, str | None]]) -> bool:
         with self.lock:
             started = [self.held[token].started_at for token, _, _ in batch]
+            distrusted = [self.held[token] for token, _, _ in batch if self.held[token].distrusted]
         try:
             with self.calls.connect() as conn:
+                if distrusted:  # the evidence first: a completion may be refused, the report of distrust is kept
+                    conn.execute(DISTRUST_SQL, {
+                        "worker": self.config.worker_id, "tokens": [h.ctx.token for h in distrusted],
+                        "sources": [h.distrusted[0] for h in distrusted],
+                        "distrusted": [h.on_database_clock_by(h.distrusted[1]) for h in distrusted],
+                        "stopped": [h.returned_at and h.on_database_clock_by(h.returned_at) for h in distrusted]})
                 answers = conn.execute(COMPLETE_SQL, {
                     "tokens": [b[0] for b in batch], "ok": [b[1] for b in batch],
                     "errors": [b[2] for b in batch], "started": started}).all()

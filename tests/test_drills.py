@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from d2kit.drills import DRILLS
+from d2kit.drills import DRILLS, clock_skew, harness
+from d2kit.drills import cli as drill_cli
 from d2kit.drills.proxy import TcpProxy
 from reference_impl import db
 
@@ -30,6 +32,13 @@ def run_drill(*args: str) -> tuple[dict, int]:
                                capture_output=True, text=True, timeout=DRILL_TIMEOUT_SECONDS)
     assert completed.stdout.strip(), f"no JSON on stdout; stderr:\n{completed.stderr[-3000:]}"
     return json.loads(completed.stdout), completed.returncode
+
+
+def run_negative_control(name: str) -> dict:
+    """Run a drill with its mechanism switched off: it must fail (each test then says which invariants)."""
+    result, status = run_drill(name, "--quick", "--negative-control")
+    assert status == 1 and not result["passed"], "a negative control that passes proves its invariants cannot fail"
+    return result
 
 
 def invariant(result: dict, starts_with: str) -> dict:
@@ -56,17 +65,65 @@ def test_drill_holds_every_invariant_in_quick_mode(name):
 
 @pytest.mark.drill
 @pytest.mark.slow
-def test_worker_partition_without_fencing_reports_two_accepted_effects():
-    result, status = run_drill("worker-partition", "--quick", "--negative-control")
-    assert status == 1 and not result["passed"]
+def test_worker_partition_without_fencing_or_watchdog_fails_on_both_sides_of_the_lease():
+    result = run_negative_control("worker-partition")
     effects = invariant(result, "exactly one accepted ledger effect")
     assert not effects["holds"] and len(effects["observed"]["accepted_tokens"]) == 2
     # the stale token overwrote the retry's value: the corruption fencing exists to prevent
     assert effects["observed"]["ledger_now_holds_token"] == min(effects["observed"]["accepted_tokens"])
     assert not invariant(result, "the stale copy's late ledger write was refused")["holds"]
-    # ...and it failed for that reason only: the fault itself was real and the rest still held
+    # the worker's side: without its watchdog it trusted every lease until the database said lost, after the expiry
+    trusted = invariant(result, "the partitioned worker stopped trusting each lease by its own monotonic clock")
+    assert not trusted["holds"]
+    assert {trusted["observed"][job]["source"] for job in ("ledger", "charge", "cooperative")} == {"database"}
+    assert all(trusted["observed"][job]["seconds_before_expiry"] < 0 for job in ("ledger", "charge", "cooperative"))
+    assert not invariant(result, "the cooperative handler stopped when its lease was distrusted")["holds"]
+    # ...and it failed for those reasons only: the fault itself was real and the rest still held
     assert invariant(result, "the fault was real")["holds"]
     assert invariant(result, "the occurrence was re-dispatched with a higher fencing token")["holds"]
+    assert invariant(result, "the stale completion was refused and recorded")["holds"]
+
+
+@pytest.mark.drill
+@pytest.mark.slow
+def test_replica_double_fire_without_the_unique_key_writes_the_rogue_replay_twice():
+    result = run_negative_control("replica-double-fire")
+    replay = invariant(result, "the fault was real: a rogue replica replayed")
+    assert replay["holds"] and replay["observed"]["inserted"] == replay["observed"]["stale_jobs"] > 0
+    refused = invariant(result, "the unique key refused every fire time")
+    assert not refused["holds"] and refused["observed"]["refusals_recorded"] == 0
+    once = invariant(result, "every job has exactly one occurrence per scheduled fire time")
+    assert not once["holds"] and once["observed"]["duplicated"] == replay["observed"]["stale_jobs"]
+    # the replicas themselves, crash and all, still never offered a written fire time
+    assert invariant(result, "the replicas themselves never offered a written fire time")["holds"]
+    assert invariant(result, "the fault was real: scheduler-2 died of SIGKILL")["holds"]
+
+
+def test_clock_skew_proves_libfaketime_moves_a_child_process_clock_or_says_why_not(tmp_path):
+    assert clock_skew.skew_injected(clock_skew.faketime_env(+30, tmp_path), +30) is None
+    # the same request without the library preloaded: the clock does not move, and the probe says so
+    unskewed = {k: v for k, v in clock_skew.faketime_env(+30, tmp_path).items() if k != "LD_PRELOAD"}
+    assert "did not skew" in clock_skew.skew_injected(unskewed, +30)
+
+
+def test_a_drill_that_cannot_inject_its_fault_is_not_run_never_passed(monkeypatch, server_url, tmp_path):
+    def run(drill):
+        drill.check("an invariant that held before the fault was tried", True, {})
+        drill.not_run("the fault is unavailable on this machine")
+
+    probe = types.ModuleType("d2kit.drills.fault_unavailable")
+    probe.__doc__ = "Can the fault be injected?\n\nNot here."
+    probe.FOLLOW_UP, probe.run = None, run
+    monkeypatch.setitem(sys.modules, probe.__name__, probe)
+    monkeypatch.setitem(DRILLS, "fault-unavailable", "fault_unavailable")
+    monkeypatch.setenv("DATABASE_URL", server_url)
+    monkeypatch.setattr(harness, "REPORTS_DIR", tmp_path)
+    result = harness.run_drill("fault-unavailable", quick=True, live=False)
+    assert result["verdict"] == "not run: the fault is unavailable on this machine"
+    assert not result["passed"] and result["not_run"]
+    assert "NOT RUN" in Path(result["report"]).read_text().splitlines()[0]
+    assert drill_cli._exit_status([result]) == drill_cli.NOT_RUN_EXIT
+    assert drill_cli._exit_status([result, {**result, "passed": False, "not_run": None}]) == 1
 
 
 @pytest.mark.drill
@@ -93,8 +150,7 @@ def test_proxy_cut_drops_live_connections_and_blackholes_new_ones_until_healed(d
 @pytest.mark.drill
 @pytest.mark.slow
 def test_catch_up_storm_without_the_admission_bucket_breaks_the_stated_rate():
-    result, status = run_drill("catch-up-storm", "--quick", "--negative-control")
-    assert status == 1 and not result["passed"]
+    result = run_negative_control("catch-up-storm")
     rate = invariant(result, "admission rate held")
     assert not rate["holds"] and rate["observed"]["peak_dispatches_in_1s"] > rate["observed"]["allowed"]
     # the policies' promises do not depend on the bucket: they still hold
@@ -104,8 +160,7 @@ def test_catch_up_storm_without_the_admission_bucket_breaks_the_stated_rate():
 @pytest.mark.drill
 @pytest.mark.slow
 def test_noisy_tenant_without_isolation_starves_the_victim():
-    result, status = run_drill("noisy-tenant", "--quick", "--negative-control")
-    assert status == 1 and not result["passed"]
+    result = run_negative_control("noisy-tenant")
     wait = invariant(result, "the victim's worst wait")
     assert not wait["holds"] and wait["observed"]["wait_s"]["p100"] > 2
     assert invariant(result, "the flood was real")["holds"]
@@ -114,8 +169,7 @@ def test_noisy_tenant_without_isolation_starves_the_victim():
 @pytest.mark.drill
 @pytest.mark.slow
 def test_scheduler_paused_without_session_timeouts_holds_the_jobs_for_the_whole_pause():
-    result, status = run_drill("scheduler-paused", "--quick", "--negative-control")
-    assert status == 1 and not result["passed"]
+    result = run_negative_control("scheduler-paused")
     assert invariant(result, "the fault was real")["holds"]
     waited = invariant(result, "the other replicas materialised the locked jobs")
     assert not waited["holds"] and waited["observed"]["slowest_job_waited_s"] >= waited["observed"]["paused_s"] - 1
@@ -140,8 +194,7 @@ def test_hung_handler_without_max_runtime_enforcement_keeps_its_slot():
 @pytest.mark.drill
 @pytest.mark.slow
 def test_postgres_restart_without_outage_handling_runs_the_long_jobs_again():
-    result, status = run_drill("postgres-restart", "--quick", "--negative-control")
-    assert status == 1 and not result["passed"]
+    result = run_negative_control("postgres-restart")
     assert invariant(result, "the fault was real: PostgreSQL was down")["holds"]
     once = invariant(result, "no attempt was declared lost because of the outage alone")
     assert not once["holds"] and once["observed"]["long_pool_attempts"] > once["observed"]["long_jobs"]

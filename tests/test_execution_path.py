@@ -13,6 +13,7 @@ import pytest
 from helpers import rows, scalar, wait_until
 from sqlalchemy import text
 
+from d2kit.drills.clock_skew import faketime_env
 from reference_impl import jobs, tenants
 from reference_impl.cluster import LocalCluster
 from reference_impl.processes import RECYCLE_EXIT
@@ -161,9 +162,9 @@ def test_failures_retry_with_backoff_then_die_with_the_reason(engine, cluster):
     assert len(tokens) == 3 and tokens == sorted(tokens)
 
 
-def test_status_reports_processes_and_their_skew(engine, cluster):
-    cluster.start_scheduler("s1", env={"D2KIT_CLOCK_OFFSET_SECONDS": "30"})
-    cluster.start_worker("w1", lease=3, env={"D2KIT_CLOCK_OFFSET_SECONDS": "-30"})
+def test_status_reports_processes_and_their_skew(engine, cluster, tmp_path):
+    cluster.start_scheduler("s1", env=faketime_env(+30, tmp_path))  # libfaketime: the process's real wall clock
+    cluster.start_worker("w1", lease=3, env=faketime_env(-30, tmp_path))
     wait_until(lambda: scalar(engine, "SELECT count(*) FROM processes WHERE skew_ms IS NOT NULL") == 2,
                what="both processes to report skew")
     skew = dict(rows(engine, "SELECT id, skew_ms FROM processes"))

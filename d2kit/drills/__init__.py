@@ -8,7 +8,9 @@ A drill module starts with the follow-up question (first docstring paragraph) an
 sentences (second paragraph), and defines ``FOLLOW_UP`` (its number among the prompt's hidden follow-ups, or
 None for a failure the prompt itself names), ``run(drill)`` and
 optionally ``NEGATIVE_CONTROL`` (what ``--negative-control`` switches off to show an invariant can fail) and
-``private_server()`` (a context manager yielding the server URL to use instead of the shared one).
+``private_server()`` (a context manager yielding the server URL to use instead of the shared one). A drill that
+cannot inject its fault on this machine calls ``drill.not_run(why)``: no verdict, never a pass (harness.py).
+Whether the drills catch real bugs is measured by mutation testing (mutants.py, ``d2kit drill mutants``).
 """
 
 from __future__ import annotations

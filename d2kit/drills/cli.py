@@ -17,6 +17,7 @@ app = typer.Typer(help="Failure drills: each follow-up as a real experiment (rea
                        "signals), judged by invariants on the recorded history.", no_args_is_help=True)
 console = Console()
 
+NOT_RUN_EXIT = 3  # `drill run` and `drill all`: a fault could not be injected (and nothing failed)
 QUICK_HELP = "Scaled down further for CI and `make demo` (about half a minute per drill)."
 JSON_HELP = "Print one JSON object (the verdict) instead of tables; progress still goes to stderr."
 PUBLISH_HELP = "Also copy the report to docs/drills/reports/<name>/ for the docs site."
@@ -59,7 +60,7 @@ def run(
         help="Test-only: switch off the mechanism under test (e.g. fencing) to show the invariants CAN fail. "
              "Such a run is expected to fail; its report goes to reports/drills/<name>-negative-control/."),
 ) -> None:
-    """Run one drill; exit status 0 only when every invariant holds."""
+    """Run one drill; exit status 0 only when every invariant holds (3: not run, its fault could not be injected)."""
     from d2kit.drills.harness import run_drill
 
     result = run_drill(name, quick=quick, negative_control=negative_control, publish=publish, live=not as_json)
@@ -67,7 +68,7 @@ def run(
         print(json.dumps(result, indent=2, default=str))
     else:
         _print_verdict(result)
-    raise typer.Exit(0 if result["passed"] else 1)
+    raise typer.Exit(_exit_status([result]))
 
 
 @app.command("all")
@@ -76,7 +77,8 @@ def run_all(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with every drill's verdict."),
     publish: bool = typer.Option(False, "--publish", help=PUBLISH_HELP),
 ) -> None:
-    """Run every drill in follow-up order and print a verdict table; exit 0 only when every invariant holds."""
+    """Run every drill in follow-up order and print a verdict table; exit 0 only when every invariant of every
+    drill holds (1: some failed; 3: none failed but some could not inject their fault: not run)."""
     from d2kit.drills.harness import run_drill
 
     if not as_json:
@@ -90,17 +92,38 @@ def run_all(
         if not as_json:
             _print_summary(result)
     passed = all(r["passed"] for r in results)
+    not_run = [r for r in results if r["not_run"]]
     if as_json:
-        print(json.dumps({"passed": passed, "drills": results}, indent=2, default=str))
+        print(json.dumps({"passed": passed, "not_run": [r["drill"] for r in not_run], "drills": results},
+                         indent=2, default=str))
     else:
         console.print(_verdict_table(results))
-        console.print("[bold green]every invariant held[/]" if passed
-                      else "[bold red]some invariants did not hold: see the reports above[/]")
-    raise typer.Exit(0 if passed else 1)
+        failed = any(not r["passed"] and not r["not_run"] for r in results)
+        if failed:
+            console.print("[bold red]some invariants did not hold: see the reports above[/]")
+        for r in not_run:
+            console.print(f"[bold reverse yellow] NOT RUN [/] [bold yellow]{r['drill']}: {r['not_run']}. Its fault "
+                          "could not be injected on this machine, so it proves nothing here.[/]")
+        if passed:
+            console.print("[bold green]every invariant held[/]")
+    raise typer.Exit(_exit_status(results))
+
+
+def _exit_status(results: list[dict[str, Any]]) -> int:
+    if all(r["passed"] for r in results):
+        return 0
+    return NOT_RUN_EXIT if all(r["passed"] or r["not_run"] for r in results) else 1
+
+
+def _verdict(result: dict[str, Any], why: bool = True) -> str:
+    """The verdict in three states: passed, failed, or not run (with why, unless ``why`` is False)."""
+    if result["not_run"]:
+        return "[bold yellow]- NOT RUN[/]" + (f": {result['not_run']}" if why else "")
+    return "[bold green]✓ PASSED[/]" if result["passed"] else "[bold red]✗ FAILED[/]"
 
 
 def _print_verdict(result: dict[str, Any]) -> None:
-    mark = "[bold green]PASSED[/]" if result["passed"] else "[bold red]FAILED[/]"
+    mark = _verdict(result)
     source = f"follow-up {result['follow_up']}" if result["follow_up"] else "beyond the follow-ups"
     table = Table(title=f"{result['drill']} ({source}, {result['mode']}): {mark}",
                   title_justify="left", show_lines=False)
@@ -122,9 +145,10 @@ def _print_verdict(result: dict[str, Any]) -> None:
 def _print_summary(result: dict[str, Any]) -> None:
     """One line per drill in `drill all`; the invariants that failed, if any, spelled out."""
     held = sum(i["holds"] for i in result["invariants"])
-    mark = "[green]✓ PASSED[/]" if result["passed"] else "[red]✗ FAILED[/]"
-    console.print(f"{mark} [bold]{result['drill']}[/]: {held}/{len(result['invariants'])} invariants held "
-                  f"({result['duration_s']} s) -- {_shown(result['report'])}")
+    console.print(f"{_verdict(result, why=False)} [bold]{result['drill']}[/]: "
+                  + (f"{result['not_run']} " if result["not_run"] else "")
+                  + f"{held}/{len(result['invariants'])} invariants held ({result['duration_s']} s) -- "
+                  f"{_shown(result['report'])}")
     for inv in result["invariants"]:
         if not inv["holds"]:
             console.print(f"    [red]✗[/] {inv['name']}: {json.dumps(inv['observed'], default=str)[:300]}")
@@ -138,11 +162,66 @@ def _shown(path: str) -> str:
 def _verdict_table(results: list[dict[str, Any]]) -> Table:
     table = Table(title="Verdicts")
     for column in ("follow-up", "drill", "verdict", "invariants held", "time"):
-        table.add_column(column, no_wrap=True)
+        table.add_column(column, no_wrap=column != "verdict", overflow="fold")
     for r in results:
         held = sum(i["holds"] for i in r["invariants"])
-        verdict = "[green]PASSED[/]" if r["passed"] else "[red]FAILED[/]"
-        table.add_row(str(r["follow_up"] or "beyond"), r["drill"], verdict, f"{held}/{len(r['invariants'])}",
+        table.add_row(str(r["follow_up"] or "beyond"), r["drill"], _verdict(r), f"{held}/{len(r['invariants'])}",
                       f"{r['duration_s']} s")
     table.caption = "each drill's report.md, report.json and timeline.svg: reports/drills/<drill>/"
     return table
+
+
+@app.command("mutants")
+def mutants(
+    names: list[str] = typer.Argument(None, help="Only these mutations (default: all); their rows of the "
+                                                 "published table are replaced."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result table as JSON."),
+    list_only: bool = typer.Option(False, "--list", help="List the mutations and what must catch each; run nothing."),
+) -> None:
+    """Mutation testing: break each guarantee on purpose, one realistic bug at a time, in a scratch copy, and check
+    that the drill (quick mode) or test named for it catches it. The results go to docs/drills/mutants.json,
+    which the drills page renders. Exit 0 only when every mutation run was caught.
+    Takes about a minute per mutation (`make mutants`)."""
+    from rich.progress import Progress
+
+    from d2kit.drills import mutants as mutation_testing
+    from reference_impl import db
+
+    unknown = [n for n in names or [] if n not in mutation_testing.BY_NAME]
+    if unknown:
+        raise typer.BadParameter(f"unknown mutation(s) {', '.join(unknown)}; known: "
+                                 f"{', '.join(mutation_testing.BY_NAME)}")
+    chosen = [mutation_testing.BY_NAME[n] for n in names] if names else list(mutation_testing.MUTATIONS)
+    if list_only:
+        table = Table(title="Mutations (d2kit drill mutants [NAME ...])")
+        for column in ("mutation", "guarantee", "the bug", "must be caught by"):
+            table.add_column(column, overflow="fold")
+        for m in chosen:
+            table.add_row(m.name, m.guarantee, m.bug, m.catcher)
+        console.print(table)
+        return
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("mutants", total=len(chosen))
+
+        def report(mutation, result) -> None:
+            if result is None:
+                progress.update(task, description=f"{mutation.name} ({mutation.catcher[:60]})")
+                return
+            progress.advance(task)
+            progress.console.print(("[green]caught[/]" if result["caught"] else "[red]NOT CAUGHT[/]")
+                                   + f" {mutation.name}: {'; '.join(result['caught_by'])[:200]}")
+        results = mutation_testing.table(mutation_testing.run_all(chosen, db.database_url(), report))
+    published = mutation_testing.publish(results["mutations"])
+    if as_json:
+        print(json.dumps(results, indent=2))
+    else:
+        table = Table(title=f"Mutants: {results['caught']} / {results['total']} caught")
+        for column in ("mutation", "guarantee", "caught", "by (failed invariants, or the test)"):
+            table.add_column(column, overflow="fold")
+        for r in results["mutations"]:
+            table.add_row(r["mutation"], r["guarantee"], "[green]yes[/]" if r["caught"] else "[red]NO[/]",
+                          "; ".join(r["caught_by"]))
+        console.print(table)
+        console.print(f"written: {_shown(str(mutation_testing.RESULTS))} ({published['caught']} / "
+                      f"{published['total']} caught of {len(mutation_testing.MUTATIONS)} mutations)")
+    raise typer.Exit(0 if results["caught"] == results["total"] else 1)

@@ -9,16 +9,19 @@ expiry whatever either wall clock says. Wall clocks are still recorded -- each p
 database is stored and shown -- because seeing a skewed node is useful, just never load-bearing.
 
 How the drill does it: the only worker runs 30 s behind and the only scheduler 30 s ahead -- with libfaketime
-where it is installed, so every clock read in those processes is skewed, not just the scheduler's own code --
-and they run one-shot jobs, per-second crons and jobs that outlive their lease several times over. The
-invariants check the recorded skew (so the fault was real), that nothing was dispatched before its fire time or
-materialised early, that nothing ran twice, and that no lease was reaped while its heartbeats were current.
+preloaded (the PyPI package ships it), so every clock read in those processes is skewed, not just
+the kit's own code; where it cannot be loaded the drill is "not run", never passed -- and they run one-shot
+jobs, per-second crons and jobs that outlive their lease several times over. The invariants check the
+recorded skew (so the fault was real), that nothing was dispatched before its fire time or materialised early,
+that nothing ran twice, and that no lease was reaped while its heartbeats were current.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import subprocess
+import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -38,39 +41,56 @@ SKEW_TOLERANCE_MS = 2_000
 SLEEP_SHIM = "import select\nimport time\n\ntime.sleep = lambda seconds: select.select([], [], [], max(0.0, seconds))\n"
 
 
-def skewed(drill: Drill, seconds: int) -> tuple[dict[str, str], list[str] | None, str]:
-    """Environment and command prefix for a process whose wall clock is ``seconds`` off, and how it was done."""
-    faketime = shutil.which("faketime")
-    if faketime:
-        shim = drill.report_dir / "logs" / "faketime-shim"
-        shim.mkdir(parents=True, exist_ok=True)
-        (shim / "sitecustomize.py").write_text(SLEEP_SHIM)
-        pythonpath = os.pathsep.join(p for p in (str(shim), os.environ.get("PYTHONPATH")) if p)
-        return ({"FAKETIME_DONT_FAKE_MONOTONIC": "1", "PYTHONPATH": pythonpath},
-                [faketime, "-f", f"{seconds:+d}s"], f"libfaketime ({Path(faketime)} -f {seconds:+d}s)")
-    return ({"D2KIT_CLOCK_OFFSET_SECONDS": str(seconds)}, None,
-            f"D2KIT_CLOCK_OFFSET_SECONDS={seconds} (libfaketime is not installed: only the process's wall-clock "
-            "source is shifted)")
+def faketime_env(seconds: int, shim_dir: Path) -> dict[str, str]:
+    """The environment of a process whose every wall-clock read is ``seconds`` off: libfaketime, as the PyPI package
+    ``libfaketime`` installs it (its wheel ships a Linux x86-64 build), preloaded into it."""
+    import libfaketime  # a dependency; imported here so only this drill pays for it
+
+    shim_dir.mkdir(parents=True, exist_ok=True)
+    (shim_dir / "sitecustomize.py").write_text(SLEEP_SHIM)
+    preload = libfaketime.get_reload_information()[1]
+    return {**preload, "FAKETIME": f"{seconds:+d}s", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "PYTHONPATH": os.pathsep.join(p for p in (str(shim_dir), os.environ.get("PYTHONPATH")) if p)}
+
+
+def skew_injected(env: dict[str, str], seconds: int) -> str | None:
+    """Start a Python process with ``env`` and measure its wall clock against ours: None if it is ``seconds``
+    off (the fault can be injected), else why not."""
+    probe = "import time; print(time.time())"
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, **env}, capture_output=True,
+                              text=True, timeout=30)
+        measured = float(done.stdout.strip()) - time.time()
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        return f"libfaketime could not be loaded ({type(exc).__name__}: {exc})"
+    if abs(measured - seconds) > SKEW_TOLERANCE_MS / 1000:
+        return (f"libfaketime did not skew a process's clock (asked for {seconds:+d} s, measured {measured:+.1f} s; "
+                f"{done.stderr.strip()[:200] or 'no error'})")
+    return None
 
 
 def run(drill: Drill) -> None:
     seconds = 12.0 if drill.quick else 40.0
-    scheduler_env, scheduler_prefix, scheduler_how = skewed(drill, +SKEW_SECONDS)
-    worker_env, worker_prefix, worker_how = skewed(drill, -SKEW_SECONDS)
-    drill.scale("skew", f"scheduler +{SKEW_SECONDS} s via {scheduler_how}; worker -{SKEW_SECONDS} s via {worker_how}")
+    shim = drill.report_dir / "logs" / "faketime-shim"
+    scheduler_env, worker_env = faketime_env(+SKEW_SECONDS, shim), faketime_env(-SKEW_SECONDS, shim)
+    for env, seconds_off in ((scheduler_env, +SKEW_SECONDS), (worker_env, -SKEW_SECONDS)):
+        why = skew_injected(env, seconds_off)
+        if why:  # a drill without its fault proves nothing: no verdict, never PASSED
+            drill.not_run(why)
+    drill.scale("skew", f"scheduler +{SKEW_SECONDS} s, worker -{SKEW_SECONDS} s: libfaketime (FAKETIME) preloaded")
     drill.scale("lease", f"30 s scaled to {LEASE_SECONDS:g} s; long jobs run {3 * LEASE_SECONDS:g} s")
     drill.scale("workload", f"{seconds:g} s of one-shot jobs, per-second crons and long jobs")
-    if "libfaketime" in worker_how:
-        drill.notes.append(
-            "How the skew is made: libfaketime skews every wall-clock read in the scheduler and worker processes. "
-            "Its monotonic clock is left real (FAKETIME_DONT_FAKE_MONOTONIC=1), as on a real skewed host, and "
-            "`time.sleep` waits with select(): libfaketime 0.9.10 otherwise hangs CPython's timed waits or makes "
-            "`time.sleep` fail (wolfcw/libfaketime#390, #469).")
+    drill.notes.append(
+        "How the skew is made: libfaketime (from the PyPI package `libfaketime`, a pip dependency) is preloaded into "
+        "the scheduler and worker processes, so every wall-clock read in them is skewed, not only the kit's own. "
+        "Its monotonic clock is left real (FAKETIME_DONT_FAKE_MONOTONIC=1), as on a real skewed host, and "
+        "`time.sleep` waits with select(): libfaketime 0.9.10 can otherwise hang CPython's timed waits or make "
+        "`time.sleep` fail (wolfcw/libfaketime#390, #469). Where libfaketime cannot be loaded the drill reports "
+        "\"not run\", never a verdict.")
 
     with drill.phase("start a scheduler 30 s ahead and a worker 30 s behind"):
-        drill.cluster.start_scheduler("scheduler-ahead", env=scheduler_env, prefix=scheduler_prefix)
-        drill.cluster.start_worker("worker-behind", concurrency=16, lease=LEASE_SECONDS, env=worker_env,
-                                   prefix=worker_prefix)
+        drill.cluster.start_scheduler("scheduler-ahead", env=scheduler_env)
+        drill.cluster.start_worker("worker-behind", concurrency=16, lease=LEASE_SECONDS, env=worker_env)
         soon = workload.db_now(drill.engine) + timedelta(seconds=3)
         workload.submit_one_shots(drill.engine, "acme", 200, soon, spread_seconds=seconds, name="one-shot",
                                   handler="noop", pool="short")

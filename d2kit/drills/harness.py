@@ -11,7 +11,8 @@ A drill module provides ``run(drill: Drill)``; ``run_drill`` does the rest:
    (report.py) and the database dropped.
 
 A drill that crashes or times out is a failed drill (an invariant "the drill ran to the end" that does not
-hold), never a silent pass.
+hold), never a silent pass. A drill that cannot inject its fault on this machine calls ``drill.not_run(why)``:
+its verdict is the third state, "not run: why" -- never PASSED without the fault.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ STOP_TIMEOUT_SECONDS = 3.0  # the drill is over: whoever has not stopped by then
 
 class DrillError(Exception):
     """The drill could not carry out a step (a wait timed out, a process did not start)."""
+
+
+class NotRun(Exception):
+    """The drill's fault cannot be injected here; the message says why."""
 
 
 @dataclass
@@ -132,6 +137,10 @@ class Drill:
     def mark(self, label: str, at: datetime) -> None:
         self.marks.append(Window(label, at))
 
+    def not_run(self, why: str) -> None:
+        """Stop here: the fault cannot be injected on this machine, so no verdict can be given."""
+        raise NotRun(why)
+
     def check(self, name: str, holds: bool, observed: Any) -> None:
         self.invariants.append(Invariant(name, bool(holds), observed))
 
@@ -152,19 +161,24 @@ class Drill:
 
     def wait_for(self, what: str, condition: Callable[[], Any], timeout: float, every: float = 0.2) -> Any:
         """Poll ``condition`` until truthy; a timeout is a DrillError naming ``what``."""
+        value, last_error = self.poll(condition, timeout, every)
+        if not value:
+            raise DrillError(f"timed out after {timeout:g}s waiting for {what}"
+                             + (f" (last error: {last_error})" if last_error else ""))
+        return value
+
+    @staticmethod
+    def poll(condition: Callable[[], Any], timeout: float, every: float = 0.2) -> tuple[Any, Exception | None]:
+        """Poll ``condition`` until truthy or ``timeout``; return its last value (and the last error, if any) --
+        for a wait whose timing out is an invariant's failure, not the drill's."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                value = condition()
+                value, last_error = condition(), None
             except Exception as exc:  # the database may be restarting under a drill: keep polling
                 value, last_error = None, exc
-            else:
-                last_error = None
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise DrillError(f"timed out after {timeout:g}s waiting for {what}"
-                                 + (f" (last error: {last_error})" if last_error else ""))
+            if value or time.monotonic() > deadline:
+                return value, last_error
             time.sleep(every)
 
     def settle(self, timeout: float, at_least: int = 1) -> None:
@@ -314,9 +328,12 @@ def run_drill(name: str, *, quick: bool, negative_control: bool = False, publish
             db.scratch_database(server_url, "d2drill", application_name="d2-drill") as (url, engine):
         cluster = LocalCluster(url, out / "logs")
         drill = Drill(name, quick, negative_control, url, engine, cluster, out)
+        not_run = None
         with _Live(drill, live):
             try:
                 module.run(drill)
+            except NotRun as exc:
+                not_run = str(exc)
             except Exception as exc:
                 (out / "error.txt").write_text(traceback.format_exc())
                 drill.check("the drill ran to the end", False, f"{type(exc).__name__}: {exc}")
@@ -328,10 +345,13 @@ def run_drill(name: str, *, quick: bool, negative_control: bool = False, publish
         except Exception as exc:  # e.g. the database did not come back: the verdict still gets written
             drill.check("the history could be read back for the timeline", False, f"{type(exc).__name__}: {exc}")
             picture = timeline.Picture(drill.elapsed(), [], {}, 1.0, 0, 0)
+    passed = not not_run and bool(drill.invariants) and all(i.holds for i in drill.invariants)
     result = {
         "drill": name,
         "follow_up": module.FOLLOW_UP,
-        "passed": bool(drill.invariants) and all(i.holds for i in drill.invariants),
+        "passed": passed,
+        "verdict": f"not run: {not_run}" if not_run else "passed" if passed else "FAILED",
+        "not_run": not_run,
         "invariants": [i.as_dict() for i in drill.invariants],
         "scaled": drill.scaled,
         "report": str(out / "report.md"),

@@ -51,7 +51,7 @@ def _cell(value: Any) -> str:
 
 
 def markdown(module: ModuleType, drill, result: dict[str, Any]) -> str:
-    verdict = "PASSED" if result["passed"] else "FAILED"
+    verdict = "PASSED" if result["passed"] else "NOT RUN" if result["not_run"] else "FAILED"
     lines = [
         f"# Drill `{drill.name}`: {verdict}",
         "",
@@ -64,6 +64,9 @@ def markdown(module: ModuleType, drill, result: dict[str, Any]) -> str:
         lines += ["**Scaled down:** " + "; ".join(f"{k}: {v}" for k, v in drill.scaled.items()) + ".", ""]
     lines += [f"Mode: {result['mode']} · ran {drill.started_at:%Y-%m-%d %H:%M} UTC (database clock) · "
               f"{result['duration_s']} s · `d2kit drill run {drill.name}{' --quick' if drill.quick else ''}`", ""]
+    if result["not_run"]:
+        lines += [f"**Not run:** {result['not_run']}. The fault could not be injected on this machine, so this "
+                  "run proves nothing either way: no verdict.", ""]
     if result["negative_control"]:
         lines += [f"**Negative control:** {result['negative_control']} -- this run is EXPECTED to fail.", ""]
     lines += ["## Invariants, read from the history in PostgreSQL", "", "| holds | invariant | observed |",

@@ -12,11 +12,15 @@ How the drill does it: worker A reaches PostgreSQL only through a TCP proxy the 
 ``ledger_write`` job whose first attempt stalls longer than the partition; the drill cuts A's proxy, the lease
 expires by the database clock, a scheduler replica reaps it, worker B (direct connection) runs the job again
 with a higher token and writes the ledger. The proxy heals; A's handler wakes up, writes late and completes
-late. Worker A's own watchdog does stop trusting its lease by its monotonic clock (``ctx.cancelled``), but
-``ledger_write`` ignores that on purpose -- it stands for a paused process that cannot know -- so what this
-drill proves is the storage-side fence. The variant the fence cannot catch runs beside it: a ``charge`` job
-(a non-idempotent effect) whose stalled first attempt charges BEFORE its retry does; the higher token passes
-any fence, and only the write path's deduplication on the occurrence's idempotency key keeps it to one charge.
+late. ``ledger_write`` ignores ``ctx.cancelled`` on purpose -- it stands for a paused process that cannot
+know -- so that part proves the storage-side fence. The worker's side runs beside it: a cooperative ``sleep``
+job on worker A, whose handler stops when ``ctx.cancelled`` is set. Worker A reports, with its late
+completions, when it stopped trusting each lease and when each handler returned (``lease_distrust``, on the
+database clock as upper bounds from its monotonic clock): it must have stopped trusting every lease by its own
+clock before the database's expiry, and the cooperative handler must have stopped before the retry began. The
+variant the fence cannot catch runs beside them: a ``charge`` job (a non-idempotent effect) whose stalled first
+attempt charges BEFORE its retry does; the higher token passes any fence, and only the write path's
+deduplication on the occurrence's idempotency key keeps it to one charge.
 """
 
 from __future__ import annotations
@@ -31,8 +35,15 @@ from d2kit.drills.proxy import TcpProxy
 from reference_impl import jobs, tenants
 
 FOLLOW_UP = 1
-NEGATIVE_CONTROL = ("the workers run with fencing disabled (D2KIT_UNSAFE_DISABLE_FENCING=1): the stale copy's "
-                    "late ledger write is accepted too, so the drill must report two accepted effects")
+NEGATIVE_CONTROL = ("the workers run with fencing disabled on both sides: the ledger accepts any token "
+                    "(D2KIT_UNSAFE_DISABLE_FENCING=1), so the stale copy's late write is accepted too and the drill "
+                    "must report two accepted effects; and the lease watchdog is off (D2KIT_UNSAFE_DISABLE_WATCHDOG=1),"
+                    " so worker A trusts its leases until the database says they are lost, and its cooperative "
+                    "handler runs on beside the retry")
+STALE_JOBS = ("ledger", "charge", "cooperative")  # worker A's first attempts, all cut off by the partition
+# A worker sends its report of distrust and then its completion, one round trip apart: once the report is in, a
+# refusal that is not recorded within this is a broken fence, not a slow one (no waiting for a timeout).
+COMPLETION_GRACE_SECONDS = 3.0
 
 
 def run(drill: Drill) -> None:
@@ -43,14 +54,14 @@ def run(drill: Drill) -> None:
     drill.scale("partition", f"10 minutes scaled to {partition:g} s")
     drill.scale("lease", f"30 s scaled to {lease:g} s (heartbeat every {lease / 3:.1f} s)")
     drill.scale("job", f"first attempt stalls {stall:g} s, the retry works {retry_work:g} s")
-    env = {"D2KIT_UNSAFE_DISABLE_FENCING": "1"} if drill.negative_control else {}
+    env = {"D2KIT_UNSAFE_DISABLE_FENCING": "1", "D2KIT_UNSAFE_DISABLE_WATCHDOG": "1"} if drill.negative_control else {}
     if drill.negative_control:
-        drill.notes.append("**FENCING DISABLED in the workers (negative control).**")
+        drill.notes.append("**FENCING AND THE LEASE WATCHDOG DISABLED in the workers (negative control).**")
 
     with TcpProxy(drill.url) as proxy:
-        with drill.phase("worker A (through the proxy) claims a ledger_write job"):
+        with drill.phase("worker A (through the proxy) claims a ledger_write, a charge and a cooperative job"):
             drill.cluster.start_scheduler("scheduler-1")
-            drill.cluster.start_worker("worker-A", concurrency=2, lease=lease, url=proxy.url_for(drill.url), env=env)
+            drill.cluster.start_worker("worker-A", concurrency=3, lease=lease, url=proxy.url_for(drill.url), env=env)
             with drill.engine.begin() as conn:
                 tenants.ensure_tenant(conn, "acme")
                 now = conn.execute(text("SELECT now()")).scalar_one()
@@ -60,10 +71,19 @@ def run(drill: Drill) -> None:
                 charge, _ = jobs.submit(conn, "acme", jobs.JobSpec(
                     name="charge-customer-7", handler="charge", run_at=now, pool="short", max_attempts=3,
                     retry_base_seconds=0, payload={"amount": 5, "first_attempt_seconds": stall}))
-            first = drill.wait_for("worker A to claim the job", lambda: drill.rows(
-                "SELECT a.token, a.occurrence_id FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id"
-                " WHERE o.job_id = :j AND a.worker_id = 'worker-A'", j=job["id"]), timeout=30)[0]
-            token_a, occurrence = first.token, first.occurrence_id
+                cooperative, _ = jobs.submit(conn, "acme", jobs.JobSpec(
+                    name="report-cooperative", handler="sleep", run_at=now, pool="short", max_attempts=3,
+                    retry_base_seconds=0, payload={"seconds": retry_work, "first_attempt_seconds": stall}))
+            job_ids = dict(zip(STALE_JOBS, (job["id"], charge["id"], cooperative["id"]), strict=True))
+
+            def claimed_by_a() -> dict[int, int] | None:
+                claimed = dict(drill.rows("SELECT o.job_id, a.token FROM attempts a JOIN occurrences o"
+                                          " ON o.id = a.occurrence_id WHERE a.worker_id = 'worker-A'"))
+                return claimed if len(claimed) == len(job_ids) else None
+            claimed = drill.wait_for("worker A to claim the three jobs", claimed_by_a, timeout=30)
+            stale_tokens = {kind: claimed[job_id] for kind, job_id in job_ids.items()}
+            token_a = stale_tokens["ledger"]
+            occurrence = drill.scalar("SELECT occurrence_id FROM attempts WHERE token = :t", t=token_a)
             drill.wait_for("worker A's first attempt to charge (before the cut: the stale attempt writes first)",
                            lambda: drill.scalar("SELECT count(*) FROM charges"), timeout=30)
             drill.focus = [occurrence]
@@ -73,25 +93,32 @@ def run(drill: Drill) -> None:
         with drill.phase("network cut: lease expires, worker B re-runs the job"):
             with drill.fault("network cut: worker A ↮ PostgreSQL") as cut:
                 proxy.cut()
-                drill.cluster.start_worker("worker-B", concurrency=2, lease=lease, env=env)
-                drill.wait_for("the retry to succeed on worker B", lambda: drill.scalar(
-                    "SELECT state = 'succeeded' FROM occurrences WHERE id = :o", o=occurrence), timeout=partition + 20)
+                drill.cluster.start_worker("worker-B", concurrency=3, lease=lease, env=env)
+                # Finished, not "succeeded": an occurrence that is dead instead fails a named invariant below.
+                drill.wait_for("the occurrence to finish (the retry on worker B succeeds)", lambda: drill.scalar(
+                    "SELECT finished_at IS NOT NULL FROM occurrences WHERE id = :o", o=occurrence),
+                    timeout=partition + 20)
                 time.sleep(max(0.0, partition - (drill.now() - cut.start).total_seconds()))
                 proxy.heal()
             healed_at = cut.end = drill.now()
 
-        with drill.phase("network healed: worker A's stale copy writes and completes late"):
-            drill.wait_for("worker A's late completion to reach PostgreSQL", lambda: drill.scalar(
-                "SELECT count(*) FROM fence_rejections WHERE token = :t AND path = 'complete'", t=token_a),
-                timeout=stall + 20)
+        with drill.phase("network healed: worker A's stale copies write and complete late"):
+            tokens = list(stale_tokens.values())
+            drill.wait_for("worker A's late completions to be sent (its reports of distrust precede them)",
+                           lambda: drill.scalar("SELECT count(*) = :n FROM lease_distrust WHERE token = ANY(:t)",
+                                                n=len(tokens), t=tokens), timeout=stall + 20)
+            drill.poll(lambda: drill.scalar(
+                "SELECT count(DISTINCT token) = :n FROM fence_rejections WHERE token = ANY(:t) AND path = 'complete'",
+                n=len(tokens), t=tokens), timeout=COMPLETION_GRACE_SECONDS)
         drill.metrics["proxy"] = vars(proxy.stats)
 
     with drill.engine.begin() as conn:
-        _check(drill, conn, occurrence, token_a, healed_at)
+        _check(drill, conn, occurrence, token_a, healed_at, stale_tokens)
         _check_charge(drill, conn, charge["id"])
+        _check_worker_side(drill, conn, stale_tokens, healed_at)
 
 
-def _check(drill: Drill, conn, occurrence: int, token_a: int, healed_at) -> None:
+def _check(drill: Drill, conn, occurrence: int, token_a: int, healed_at, stale_tokens: dict[str, int]) -> None:
     attempts = [dict(r) for r in conn.execute(text(
         "SELECT token, worker_id, state, dispatched_at, lease_expires_at, heartbeat_at, finished_at FROM attempts"
         " WHERE occurrence_id = :o ORDER BY token"), {"o": occurrence}).mappings()]
@@ -120,8 +147,10 @@ def _check(drill: Drill, conn, occurrence: int, token_a: int, healed_at) -> None
                  "ledger_now_holds_token": conn.execute(text("SELECT fence_token FROM ledger")).scalar()})
     drill.check("the stale copy's late ledger write was refused (fence_rejections, path ledger_write)",
                 "ledger_write" in stale_paths, {"rejection_paths_for_stale_token": stale_paths})
-    drill.check("the stale copy's late completion was refused (fence_rejections, path complete)",
-                "complete" in stale_paths, {"rejections": [r for r in rejections if r["token"] == token_a]})
+    refused = {kind: [r["detail"] for r in rejections if r["token"] == token and r["path"] == "complete"]
+               for kind, token in stale_tokens.items()}
+    drill.check("the stale completion was refused and recorded (fence_rejections, path complete), for each of "
+                "worker A's partitioned attempts", all(refused.values()), refused)
     drill.check("the occurrence succeeded exactly once, by the higher token",
                 state == "succeeded" and [a["token"] for a in attempts if a["state"] == "succeeded"]
                 == [winner and winner["token"]], {"occurrence_state": state,
@@ -146,8 +175,8 @@ def _check(drill: Drill, conn, occurrence: int, token_a: int, healed_at) -> None
         "What the fence does not do: it refuses a write only when a *higher* token has already written that key. "
         "A stale copy that writes first is accepted -- harmless for this ledger's overwrite, a second effect for a "
         "charge, which is why the charge job's write path also deduplicates on the occurrence's idempotency key "
-        "(its invariants above). The handler should also stop when `ctx.cancelled` is set: worker A's watchdog set "
-        "it once its lease could no longer be trusted by its own monotonic clock, as its log shows.")
+        "(its invariants above). A handler should also stop when `ctx.cancelled` is set, as the cooperative one "
+        "does: worker A's watchdog set it once the lease could no longer be trusted by its own monotonic clock.")
 
 
 def _check_charge(drill: Drill, conn, job_id: int) -> None:
@@ -163,3 +192,31 @@ def _check_charge(drill: Drill, conn, job_id: int) -> None:
                 "dedup refused it as a duplicate", state == "succeeded" and applied == charges[0]["amount"],
                 {"occurrence_state": state, "applied_amount": applied,
                  "outcomes": [c["outcome"] for c in charges]})
+
+
+def _check_worker_side(drill: Drill, conn, stale_tokens: dict[str, int], healed_at) -> None:
+    """What the partitioned worker did, from its own report (lease_distrust) against the database's record."""
+    reports = {r["token"]: r for r in conn.execute(text(
+        "SELECT d.token, d.source, d.distrusted_by, d.handler_stopped_by, a.lease_expires_at, a.occurrence_id"
+        " FROM lease_distrust d JOIN attempts a ON a.token = d.token WHERE d.token = ANY(:t)"),
+        {"t": list(stale_tokens.values())}).mappings()}
+
+    by_job = {kind: reports.get(token) for kind, token in stale_tokens.items()}
+    drill.check("the partitioned worker stopped trusting each lease by its own monotonic clock, before the "
+                "database's expiry", all(r and r["source"] == "monotonic_clock"
+                                         and r["distrusted_by"] < r["lease_expires_at"] for r in by_job.values()),
+                {kind: r and {"source": r["source"], "distrusted_by": str(r["distrusted_by"]),
+                              "database_expiry": str(r["lease_expires_at"]),
+                              "seconds_before_expiry": round(
+                                  (r["lease_expires_at"] - r["distrusted_by"]).total_seconds(), 3)}
+                 for kind, r in by_job.items()} | {"healed_at": str(healed_at)})
+    cooperative = by_job["cooperative"]
+    retry = conn.execute(text(
+        "SELECT min(dispatched_at) FROM attempts WHERE occurrence_id = :o AND token > :t"),
+        {"o": cooperative and cooperative["occurrence_id"], "t": stale_tokens["cooperative"]}).scalar()
+    stopped = cooperative and cooperative["handler_stopped_by"]
+    drill.check("the cooperative handler stopped when its lease was distrusted, before the retry was dispatched "
+                "(the two copies never ran at once)", bool(stopped and retry and stopped < retry),
+                {"handler_stopped_by": str(stopped), "retry_dispatched_at": str(retry),
+                 "stopped_s_after_distrust": stopped and round(
+                     (stopped - cooperative["distrusted_by"]).total_seconds(), 3)})

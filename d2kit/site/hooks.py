@@ -18,6 +18,7 @@ from mkdocs.structure.files import File, Files
 from mkdocs.utils import get_relative_url
 
 from d2kit.bench import check, results
+from d2kit.drills import mutants
 from d2kit.scoring.calibration import render_results_markdown
 from d2kit.scoring.diagram_calibration import render_results_markdown as render_diagram_results_markdown
 from d2kit.scoring.rubric import render_rubric_markdown
@@ -25,7 +26,7 @@ from d2kit.site import design_doc, glossary, samples
 from d2kit.site.alternatives import alternatives_markdown
 from d2kit.site.cheatsheet import cheatsheet_markdown
 from d2kit.site.design_doc import DIAGRAM_DIR, DRILLS_BY_NAME, REPO_ROOT
-from d2kit.site.rubric_pages import calibration_markdown, second_questions_markdown
+from d2kit.site.rubric_pages import calibration_markdown, second_questions_markdown, table_cell
 
 CODE_ROOTS = ("reference_impl", "d2kit", "load")
 
@@ -209,6 +210,22 @@ def drills_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def mutants_table() -> str:
+    """The last full mutation-testing run (docs/drills/mutants.json): caught / total, and what caught each."""
+    table = mutants.read_published()
+    if table is None:
+        return ('!!! note "No mutation run yet"\n\n'
+                "    Run `make mutants` (or `d2kit drill mutants`); the table appears here.\n")
+    lines = [f"**{table['caught']} / {table['total']} mutations caught** (drills in {table['mode']} mode).", "",
+             "| Mutation | Guarantee it breaks | The bug | Must be caught by | Caught | What failed | Run |",
+             "|---|---|---|---|---|---|---|"]
+    for r in table["mutations"]:
+        cells = (r["guarantee"], r["bug"], r["expected"], "yes" if r["caught"] else "**NO**", "; ".join(r["caught_by"]),
+                 r["ran_at"][:10])
+        lines.append(f"| `{r['mutation']}` | " + " | ".join(table_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def load_check_table() -> str:
     """`d2kit load check` as a table: every stated number against the latest measurement, with a verdict."""
     table = check.rows(results.latest())
@@ -252,6 +269,7 @@ def define_env(env) -> None:
     env.macro(drills_table, "drills_table")
     env.macro(rubric, "rubric")
     env.macro(load_check_table, "load_check_table")
+    env.macro(mutants_table, "mutants_table")
     env.macro(second_questions_markdown, "second_questions")
     env.macro(calibration_markdown, "calibration")
     env.macro(cheatsheet_markdown, "cheatsheet")

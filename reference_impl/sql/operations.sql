@@ -46,7 +46,8 @@ $$;
 -- (SELECT ... FOR UPDATE SKIP LOCKED in materializer.py). Fire times and misfire decisions were
 -- computed in Python (croniter + policies.py); p_reasons[i] is NULL for "run it", else the reason
 -- it is recorded as skipped. ON CONFLICT makes a second materialisation of the same (job, fire time)
--- a no-op, whatever happened to the replica that did the first.
+-- a no-op, whatever happened to the replica that did the first, and each one it refused is recorded in
+-- duplicate_fire_refusals (normally never: only a pass replaying a stale cursor offers a written fire time).
 -- Returns how many occurrence rows were inserted.
 -- ---------------------------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION d2_materialise(
@@ -61,16 +62,24 @@ BEGIN
     -- Jobs that allow overlap need no per-row decision: one set-based INSERT (the common case, and the
     -- materialiser's throughput: a row-at-a-time loop cost ~40 us a row). The rest go one by one through
     -- d2_enqueue, which applies the overlap policy.
-    INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts, reason, finished_at)
-    SELECT i.job_id, i.fire_at, j.tenant_id, coalesce(j.routed_pool, j.pool),
-           CASE WHEN i.reason IS NULL THEN 'ready' ELSE 'skipped' END,
-           i.fire_at, j.max_attempts, i.reason, CASE WHEN i.reason IS NOT NULL THEN now() END
-    FROM unnest(p_job_ids, p_fire_ats, p_reasons) AS i (job_id, fire_at, reason)
-    JOIN jobs j ON j.id = i.job_id
-    WHERE j.overlap_policy = 'allow'
-    ORDER BY i.job_id, i.fire_at
-    ON CONFLICT (job_id, fire_at) DO NOTHING;
-    GET DIAGNOSTICS v_inserted = ROW_COUNT;
+    WITH offered AS MATERIALIZED (
+        SELECT i.job_id, i.fire_at, i.reason, j.tenant_id, coalesce(j.routed_pool, j.pool) AS pool, j.max_attempts
+        FROM unnest(p_job_ids, p_fire_ats, p_reasons) AS i (job_id, fire_at, reason)
+        JOIN jobs j ON j.id = i.job_id
+        WHERE j.overlap_policy = 'allow'
+    ), inserted AS (
+        INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts, reason, finished_at)
+        SELECT job_id, fire_at, tenant_id, pool, CASE WHEN reason IS NULL THEN 'ready' ELSE 'skipped' END,
+               fire_at, max_attempts, reason, CASE WHEN reason IS NOT NULL THEN now() END
+        FROM offered
+        ORDER BY job_id, fire_at
+        ON CONFLICT (job_id, fire_at) DO NOTHING
+        RETURNING job_id, fire_at
+    ), refused AS (
+        INSERT INTO duplicate_fire_refusals (job_id, fire_at)
+        SELECT job_id, fire_at FROM offered EXCEPT ALL SELECT job_id, fire_at FROM inserted
+    )
+    SELECT count(*) INTO v_inserted FROM inserted;
 
     FOR f IN
         SELECT i.job_id, i.fire_at, i.reason
@@ -81,6 +90,8 @@ BEGIN
     LOOP
         IF (d2_enqueue(f.job_id, f.fire_at, f.reason, 'schedule')).id IS NOT NULL THEN
             v_inserted := v_inserted + 1;
+        ELSE
+            INSERT INTO duplicate_fire_refusals (job_id, fire_at) VALUES (f.job_id, f.fire_at);
         END IF;
     END LOOP;
 

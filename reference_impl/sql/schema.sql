@@ -339,6 +339,31 @@ CREATE TABLE IF NOT EXISTS fence_rejections (
     rejected_at    timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
+-- The last line of defence's evidence: every fire time a materialise pass offered that already had its occurrence,
+-- so UNIQUE (job_id, fire_at) refused it (d2_materialise). Normally empty -- a replica writes only fire times after
+-- the job's cursor, under the job's row lock -- so a row here means a pass replayed a stale cursor.
+CREATE TABLE IF NOT EXISTS duplicate_fire_refusals (
+    id          bigserial PRIMARY KEY,
+    job_id      bigint NOT NULL,
+    fire_at     timestamptz NOT NULL,
+    refused_by  text NOT NULL DEFAULT current_setting('application_name'),   -- the session (replica) that offered it
+    refused_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- The worker's side of the lease (lease.py): every attempt whose lease its worker stopped trusting -- by its own
+-- monotonic clock (the watchdog), or because a heartbeat answered that the attempt was lost -- reported with the
+-- attempt's completion, so after a partition it arrives late. The times are on the DATABASE clock, yet the worker
+-- reads no wall clock to get them: each is an upper bound, the attempt's dispatched_at (now() in the claim, which
+-- began after the worker sent it) + the monotonic time elapsed since the worker sent the claim.
+CREATE TABLE IF NOT EXISTS lease_distrust (
+    token               bigint PRIMARY KEY,
+    worker_id           text NOT NULL,
+    source              text NOT NULL CHECK (source IN ('monotonic_clock', 'database')),
+    distrusted_by       timestamptz NOT NULL,   -- the worker stopped trusting the lease at or before this
+    handler_stopped_by  timestamptz,            -- its handler returned at or before this (NULL: it never did)
+    reported_at         timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
 -- The demo "job's own write path": a ledger whose rows remember the highest token that wrote them.
 CREATE TABLE IF NOT EXISTS ledger (
     key          text PRIMARY KEY,
