@@ -28,8 +28,8 @@ def _of_class(name: str) -> list[str]:
     return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
 
 
-# Floors at what the scorer reached when held-out v2 (16 attempts it had missed on) was folded in: 47 of 54.
-MOST_MISSES = 7
+# Floors at what the scorer reached after held-out v2 (16 attempts it had missed on) was folded in: 48 of 54.
+MOST_MISSES = 6
 
 
 def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):
