@@ -46,6 +46,42 @@ def test_a_checkable_calculation_that_is_wrong_is_not_counted():
     assert "does not check out" in " ".join(score_text(doc_text).criteria[2].checks[0].missing)
 
 
+def test_a_result_in_other_units_or_with_another_number_than_its_expression_is_wrong():
+    wrong = ["Peak: 50,000 / 60 ≈ 8,300 executions/s.",  # the bare numbers give 833
+             "Storage: 10M × 1 KB = 10 GB per second of history.",  # no per second anywhere in it
+             "Locks: 830/s × 30 s lease = 25,000 locks/s.",  # the units cancel: 25,000 locks
+             "Concurrency = 830 ÷ 20 s ≈ 41 concurrent jobs, so 41 workers."]  # Little's law inverted
+    right = ["Peak: 50,000 / 60 ≈ 833 executions/s.", "Storage: 10M × 1 KB = 10 GB.",
+             "Dead tuples: 3,000 updates/s × 86,400 s ≈ 260M dead tuples/day.",  # over a day, written per day
+             "Running at once: 830 × 20 s ≈ 16,700."]  # the unit left off the result
+    assert [find_calculation(s)[1] for s in wrong] == [False] * 4
+    assert [find_calculation(s)[1] for s in right] == [True] * 4
+    # A rate against a rate is no window: judged, not a unit error ("Cannot convert from 1/second to second").
+    assert find_calculation("dispatch rate of one worker | 200/s (assumed) | 9,859/s → 1 short-pool process")
+
+
+def test_a_backlogs_drain_time_is_checked():
+    assert find_calculation("Catch-up is admitted at 500/s, so 40,000 late runs clear in 8 seconds.")[1] is False
+    assert find_calculation("Catch-up is admitted at 500/s, so 40,000 late runs clear in 80 seconds.")[1] is True
+    assert find_calculation("40,000 late runs released at 500 a second with jitter drain in about 80 s.")[1] is True
+
+
+def test_a_rate_left_implicit_is_excused_only_when_the_document_states_it():
+    stated = parse(_section(2, "Executions: 72M runs/day.\n\nHistory: 72M × 300 B ≈ 21.6 GB/day."))
+    unstated = parse(_section(2, "Executions: 72M runs in all.\n\nHistory: 72M × 300 B ≈ 21.6 GB/day."))
+    assert [c.checks_out for c in calculations(stated)] == [True]
+    assert [c.checks_out for c in calculations(unstated)] == [False]
+
+
+def test_a_limit_resting_on_mostly_wrong_arithmetic_is_no_estimate():
+    limit = _section(8, "The database breaks first at about 2,000 claims/s because of lock contention, so we "
+                        "partition it.")
+    right = _section(2, "Peak: 50k/min ≈ 833/s.\n\nStorage: 10M × 1 KB = 10 GB.\n\nRunning: 833/s × 20 s ≈ 16,700.")
+    wrong = _section(2, "Peak: 50k/min ≈ 8,300/s.\n\nStorage: 10M × 1 KB = 10 TB.\n\nRunning: 833/s × 20 s ≈ 1,670.")
+    assert _check(right + limit, "storage_limits") == 4
+    assert _check(wrong + limit, "storage_limits") == 2
+
+
 def test_a_growth_factor_is_not_an_estimate_of_the_stores_limit():
     vague = _section(8, "At 10x the database breaks first because of lock contention, so we partition it.")
     numbered = _section(8, "The database breaks first at about 2,000 jobs/s because of lock contention, "
@@ -64,8 +100,9 @@ def test_it_retries_is_not_a_failure_analysis():
 
 def test_naming_the_legs_is_not_having_them():
     text = _section(7, "- Worker crash: Kubernetes handles detection, containment and recovery for us.\n"
-                       "- Scheduler crash: Detection: yes. Containment: yes. Recovery: yes.")
-    assert [len(item.legs) for item in failure_items(parse(text))] == [0, 0]
+                       "- Scheduler crash: Detection: yes. Containment: yes. Recovery: yes.\n"
+                       "- Database fails: detected, contained and recovered by Kafka, which holds the leases.")
+    assert [len(item.legs) for item in failure_items(parse(text))] == [0, 0, 0]
 
 
 COMPLETE_FAILURE = ("Detection: the reaper sees the lease expire 30 s after the last heartbeat. "

@@ -63,7 +63,8 @@ RESULT_MARKER = re.compile(
     # "~" alone is "about" ("~940 workers"); only a free-standing "~" is a result marker. "mean" is an average.
     r"≈|\s~\s|=|→|->|=>|⇒|\bso\b|\bthat'?s\b|\bthat is\b|\bgives?\b|\bgiving\b|\bmeans\b|\bwhich is\b|"
     r"\bi\.e\.|\bcomes? to\b|\btotal(?:s|ling)?\b|\bis (?:about|roughly|around|approximately|under|over)\b|"
-    r"\bor about\b|\bequals?\b|\bworks out\b|\bhence\b|\btherefore\b|\bneeding\b|\bresult",
+    r"\bor about\b|\bequals?\b|\bworks out\b|\bhence\b|\btherefore\b|\bneeding\b|\bresult|"
+    r"\b(drains?|drained|clears?|cleared)\b(\s+\w+){0,2}\s+(in|within)\b",  # a backlog's drain time: count ÷ rate
     re.I,
 )
 # "StartToCloseTimeout = 6 h": a setting, not a result. "(600/s → 24/s)" after "batch": a change, not a result.
@@ -262,7 +263,8 @@ def _is_result(gap: str) -> bool:
     return bool(markers) and bool(RESULT_HEDGE.fullmatch(gap[markers[-1].end():]))
 
 
-def check_steps(text: str, qs: list[Quantity]) -> tuple[bool, str, bool]:
+def check_steps(text: str, qs: list[Quantity], rates: frozenset[pint.Quantity] = frozenset()
+                ) -> tuple[bool, str, bool]:
     """Every result of the sentence against what comes before it, with pint.
 
     (no step is wrong, the first correction, some step was verified).
@@ -272,7 +274,9 @@ def check_steps(text: str, qs: list[Quantity]) -> tuple[bool, str, bool]:
     worker → 200 workers"), or is the sum of earlier figures, or another expression of the sentence
     gives it. It is wrong when it contradicts something it can be compared with: the nearest earlier
     figure of its dimension ("50k/min = 50,000 × 60 = 3M/s" is checked against 50k/min), or bytes
-    derived from nothing that is bytes ("7 workers, which is 3 TB"). Otherwise it is given the benefit.
+    derived from nothing that is bytes ("7 workers, which is 3 TB"), or a result in other units than
+    its expression gives ("830/s × 30 s = 25,000 locks/s"). Otherwise it is given the benefit. ``rates``
+    are the rates the document states, for a number written here without its "/day" (stated_rates).
     """
     runs = _runs(text, qs)
     change = bool(CHANGE.search(text))
@@ -286,11 +290,14 @@ def check_steps(text: str, qs: list[Quantity]) -> tuple[bool, str, bool]:
         lefts = (chain or [previous])[:]
         chain = lefts + [run]
         right = qs[run[0]]
-        if run[1] > run[0] or _is_result_chained(text, qs, run) and not _comparable(text, qs, lefts[-1], right.amount):
-            continue  # an expression or an input ("1 KB per job, so 10M jobs = 10 GB"): the next result checks it
+        if run[1] > run[0] or _is_result_chained(text, qs, run) and lefts[-1][0] == lefts[-1][1] and \
+                not _comparable(text, qs, lefts[-1], right.amount):
+            # An expression, or an input ("1 KB per job, so 10M jobs = 10 GB"): the next result checks it. What
+            # follows an expression is its result, even if more follows ("830 ÷ 20 s ≈ 41 jobs, so 41 workers").
+            continue
         if not right.has_unit and not any(qs[i].has_unit for left in lefts for i in range(left[0], left[1] + 1)):
             continue
-        verdict, holds = _judge(text, qs, runs[:index + 1], lefts, run)
+        verdict, holds = _judge(text, qs, runs[:index + 1], lefts, run, rates)
         if verdict:
             return False, verdict, verified
         verified = verified or holds
@@ -298,7 +305,7 @@ def check_steps(text: str, qs: list[Quantity]) -> tuple[bool, str, bool]:
 
 
 def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts: list[tuple[int, int]],
-           run: tuple[int, int]) -> tuple[str, bool]:
+           run: tuple[int, int], rates: frozenset[pint.Quantity]) -> tuple[str, bool]:
     """(the correction for the result at ``run`` or "", whether it was verified) for one step."""
     right = qs[run[0]]
     target = right.amount
@@ -317,11 +324,15 @@ def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts:
         (direct and _close(value.to(target.units).magnitude, target.magnitude))
         or _converted_by_hand(qs, nearest, target, value)
         or through
-        # "400 × 3 (claim, start, finish) = 1,200/s": the units were left off, the number is right.
-        or (not direct and value.dimensionless and _close(value.magnitude, target.magnitude))
+        # "400 × 3 (claim, start, finish) = 1,200/s": the units were left off, the number is right. Not when
+        # the units were there and cancel: "830/s × 30 s = 25,000 locks/s" is 25,000 locks. "830 × 20 s ≈ 16,700":
+        # left off the result.
+        or (not direct and (_units_left_off(qs, nearest) or not right.has_unit)
+            and _close(value.magnitude, target.magnitude))
         or _stated_elsewhere(text, qs, earlier + [run], run, target)
         or _sum_of_earlier(text, qs, earlier, target)
-        or _per_time_left_implicit(value, target)
+        or _rate_left_implicit(qs, nearest, value, target, rates)
+        or _per_window(qs, nearest, value, target)
     )
     if comparable and not direct and not _is_bytes(target) and not target.dimensionless:  # contradicted further back
         far = _expression(text, qs, *comparable[0])
@@ -331,25 +342,58 @@ def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts:
         return "", True
     if direct:
         return _correction(text, qs, nearest, right, f"should be about {_show(value, target.units)}"), False
-    if nearest[1] > nearest[0] and target.dimensionless:
-        # "3M/s ÷ 100 jobs per worker = 300 workers": an expression the result claims to be, in the writer's units
-        return _correction(text, qs, nearest, right, f"the expression gives {value.magnitude:,.3g}"), False
+    unread = re.search(r"\d", text[qs[nearest[1]].end:right.start])  # "× 1 renewal/10 s": a step not parsed
+    if nearest[1] > nearest[0] and not unread and (target.dimensionless or value.dimensionless
+                                                   or value.dimensionality != target.dimensionality):
+        # "3M/s ÷ 100 jobs per worker = 300 workers", "50,000 / 60 ≈ 8,300/s": an expression the result claims to
+        # be, in the writer's units; "10M × 1 KB = 10 GB per second", "830 ÷ 20 s ≈ 41 jobs": in other units.
+        return _correction(text, qs, nearest, right, f"the expression gives {_show(value)}"), False
     return (_correction(text, qs, nearest, right, through_correction) if through_correction else ""), False
+
+
+def _units_left_off(qs: list[Quantity], run: tuple[int, int]) -> bool:
+    return all(qs[i].amount.dimensionless for i in range(run[0], run[1] + 1))
 
 
 def _correction(text: str, qs: list[Quantity], left: tuple[int, int], right: Quantity, why: str) -> str:
     return f"{text[qs[left[0]].start:qs[left[1]].end]} → {text[right.start:right.end].strip()}: {why}"
 
 
-def _per_time_left_implicit(value: pint.Quantity, target: pint.Quantity) -> bool:
-    """"72M × 300 B ≈ 21.6 GB/day": the "/day" of 72M rows/day was left implicit, the number is right."""
-    ratio = value / target
-    registry = units()
-    for unit in ("second", "minute", "hour", "day"):
-        for implicit in (registry.Quantity(1, unit), 1 / registry.Quantity(1, unit)):
-            if ratio.dimensionality == implicit.dimensionality and _close(ratio.to(implicit.units).magnitude, 1):
-                return True
+def _rate_left_implicit(qs: list[Quantity], run: tuple[int, int], value: pint.Quantity, target: pint.Quantity,
+                        rates: frozenset[pint.Quantity]) -> bool:
+    """"72M × 300 B ≈ 21.6 GB/day" where the document states 72M rows/day: the "/day" was left implicit.
+
+    Only a rate the document states excuses it: "10M × 1 KB = 10 GB per second" has no 10M per second.
+    """
+    for index in range(run[0], run[1] + 1):
+        bare = qs[index].amount
+        if not bare.dimensionless:
+            continue
+        for rate in rates:
+            if rate.magnitude == bare.magnitude:
+                with_rate = value * (rate / bare)
+                if with_rate.dimensionality == target.dimensionality and \
+                        _close(with_rate.to(target.units).magnitude, target.magnitude):
+                    return True
     return False
+
+
+def _per_window(qs: list[Quantity], run: tuple[int, int], value: pint.Quantity, target: pint.Quantity) -> bool:
+    """"3,000 updates/s × 86,400 s ≈ 260M dead tuples/day": the result over a window, written per that window."""
+    ratio = value / target
+    for index in range(run[0], run[1] + 1):
+        window = qs[index].amount
+        if window.dimensionality == ratio.dimensionality == units().Quantity(1, "second").dimensionality and \
+                _close(window.to(ratio.units).magnitude, ratio.magnitude) and \
+                any(_close(window.to(unit).magnitude, 1) for unit in ("second", "minute", "hour", "day")):
+            return True
+    return False
+
+
+def stated_rates(texts: list[str]) -> frozenset[pint.Quantity]:
+    """Every rate written in ``texts`` ("72M rows/day", "50k/min"), as written."""
+    return frozenset(q.amount for text in texts for q in quantities(text)
+                     if q.amount.dimensionality == (1 / units().Quantity(1, "second")).dimensionality)
 
 
 def _sum_of_earlier(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], target: pint.Quantity) -> bool:
@@ -373,7 +417,8 @@ def _through_one_more(left: pint.Quantity, right: Quantity, others: list[pint.Qu
     return False, ""  # nothing to compare with: the caller gives the benefit of the doubt
 
 
-def find_calculation(text: str) -> tuple[int, bool, str] | None:
+@lru_cache(maxsize=4096)  # each check of the rubric that reads the arithmetic asks again
+def find_calculation(text: str, rates: frozenset[pint.Quantity] = frozenset()) -> tuple[int, bool, str] | None:
     """(index of the derived quantity, whether every step checks out, the correction) for ``text``."""
     qs = quantities(text)
     for j in range(1, len(qs)):
@@ -387,7 +432,7 @@ def find_calculation(text: str) -> tuple[int, bool, str] | None:
         if any(q.amount.magnitude == qs[j].amount.magnitude and q.amount.units == qs[j].amount.units
                for q in earlier):
             continue  # restating a number is not deriving one
-        holds, correction, verified = check_steps(text, qs)
+        holds, correction, verified = check_steps(text, qs, rates)
         if holds and not verified and all(q.amount.dimensionless for q in qs):
             return None  # "4 shards; partition = hash(job_id) % 256": counts that nothing shows are derived
         return j, holds, correction
@@ -408,9 +453,11 @@ def _sentences(doc: Document) -> list[tuple[str, Callable[[int], int]]]:
 def calculations(doc: Document) -> list[Calculation]:
     seen: set[str] = set()
     found = []
-    for sentence, line_of in _sentences(doc):
+    every = _sentences(doc)
+    rates = stated_rates([sentence for sentence, _ in every])
+    for sentence, line_of in every:
         key = " ".join(sentence.lower().split())
-        hit = find_calculation(sentence)
+        hit = find_calculation(sentence, rates)
         if hit is None or key in seen:
             continue
         seen.add(key)
@@ -419,6 +466,15 @@ def calculations(doc: Document) -> list[Calculation]:
         dims = frozenset(name for name, p in DIMENSIONS.items() if p.search(sentence))
         found.append(Calculation(Evidence.quote(line_of(derived.start), sentence), dims, ok, correction))
     return found
+
+
+def mostly_wrong(doc: Document) -> str:
+    """Why the attempt's numbers are no evidence, when most of its derivations are wrong; else ""."""
+    found = calculations(doc)
+    wrong = sum(not c.checks_out for c in found)
+    if wrong >= MOSTLY_WRONG and wrong > len(found) - wrong:
+        return f"{wrong} of its {len(found)} derivations do not check out, so its other figures are no estimate"
+    return ""
 
 
 def stated_quantities(units: list[Unit]) -> list[tuple[Unit, str]]:
@@ -435,6 +491,7 @@ def stated_quantities(units: list[Unit]) -> list[tuple[Unit, str]]:
 # --------------------------------------------------------------------------------------------------
 
 CALCULATIONS_FOR_FULL = 4
+MOSTLY_WRONG = 3  # wrong derivations, and more wrong than right: the arithmetic was not done
 ASSUMPTIONS_FOR_FULL = 3
 
 
@@ -499,11 +556,10 @@ def assumptions(doc: Document) -> Finding:
     distinct: dict[str, tuple[Unit, str]] = {}
     for unit, text in stated:
         distinct.setdefault(text.lower(), (unit, text))
-    by_unit: dict[int, list[str]] = {}
+    by_line: dict[int, list[str]] = {}  # a paragraph's numbers, quoted at the lines they are on
     for unit, text in distinct.values():
-        by_unit.setdefault(id(unit), []).append(text)
-    evidence = [Evidence.quote(unit.first_line, "; ".join(by_unit.pop(id(unit))))
-                for unit, _ in distinct.values() if id(unit) in by_unit]
+        by_line.setdefault(unit.line_at(unit.text.find(text)).number, []).append(text)
+    evidence = [Evidence.quote(line, "; ".join(texts)) for line, texts in by_line.items()]
     differing = inconsistencies(doc)
     if len(distinct) >= ASSUMPTIONS_FOR_FULL and not differing:
         return Finding(1.0, evidence)

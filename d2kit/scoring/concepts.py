@@ -8,7 +8,7 @@ a fragment, a part earns half (see evidence.credit).
 
 from __future__ import annotations
 
-from d2kit.scoring.arithmetic import quantities, stated_quantities
+from d2kit.scoring.arithmetic import mostly_wrong, quantities, stated_quantities
 from d2kit.scoring.document import Document, Unit
 from d2kit.scoring.evidence import (
     LIST_CREDIT,
@@ -74,7 +74,8 @@ WRITE_PATH = pattern(r"\bwrite", r"\bcommit", r"\bcomplet", r"\bstorage\b", r"\b
 OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30}\b(check|verif|compar|reject)",
                          r"up to the (job|author|user|tenant)", r"if (it|they) (wants?|chooses?|likes?)")
 # Quartz's fire time, Temporal's scheduled time, Oozie's nominal time, Airflow's logical date, a planned time.
-FIRE_TIME = r"(fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?(time|at|minute|timestamp|date)\b"
+FIRE_TIME = (r"(fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?"
+             r"(time|at|minute|timestamp|date|moment)\b")
 DOUBLE_FIRE_MECHANISM = pattern(
     # A uniqueness guarantee counts when it is on the fire time, not on any column pair.
     rf"unique[^|]{{0,40}}{FIRE_TIME}", rf"{FIRE_TIME}[^|]{{0,40}}\bunique", rf"\(job(_id)?, ?{FIRE_TIME}",
@@ -90,6 +91,8 @@ DOUBLE_FIRE_MECHANISM = pattern(
     r"(slice|bucket|partition|shard|range)s? (owner|ownership)",
     r"owns?\b.{0,20}\b(slice|bucket|partition|shard|range)s?\b", r"attribute_not_exists",
     r"(one|a single) (owner|planner|dispatcher) (per|for each) (slice|bucket|partition|shard)",
+    # SKIP LOCKED and a unique key in plain words: "row locks, skipping rows someone else holds", "the unique pair".
+    r"\brow locks?\b", r"\bskip(s|ping)? (the )?rows?\b", r"\bunique (pair|combination)\b",
 )
 REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other|a second|the second) "
                    r"(schedulers?|planners?|dispatchers?|instances|coordinators?|owners?|pollers?|consumers?|leaders|"
@@ -224,13 +227,14 @@ def replica_double_fire(doc: Document) -> Finding:
     units = _deep_dive_first(doc)
     mechanism = component(units, DOUBLE_FIRE_MECHANISM,
                           "no mechanism (unique (job, fire time), claim CAS, leader lease) stops a double fire")
+    # The rubric's partial is "a mechanism named without its failure profile": the why is what makes it full.
     return combine([
-        (0.6, mechanism),
+        (0.4, mechanism),
         (0.2, component(units, DOUBLE_FIRE_MECHANISM, "the mechanism is not tied to several scheduler replicas",
                         also=REPLICAS)),
         # Once a mechanism is used, rejecting another with a reason ("we rejected SKIP LOCKED because ...") is
         # the reason for the choice.
-        (0.2, component(units, DOUBLE_FIRE_MECHANISM, "no reason or failure profile for the mechanism chosen",
+        (0.4, component(units, DOUBLE_FIRE_MECHANISM, "no reason or failure profile for the mechanism chosen",
                         also=WHY, deniable=not mechanism.evidence)),
     ])
 
@@ -265,10 +269,12 @@ def proof_of_execution(doc: Document) -> Finding:
 def storage_limits(doc: Document) -> Finding:
     # Section 8 is where a limit belongs; look there first so its evidence is the one quoted.
     units = doc.section_units(8) + [u for u in doc.content_units() if u.section != 8]
-    numbered = [u for u in units if any(q.has_unit and not q.is_multiplier for q in quantities(u.text))]
+    # A limit computed from arithmetic that is mostly wrong is not an estimate of it.
+    numbered = [] if (wrong := mostly_wrong(doc)) else [
+        u for u in units if any(q.has_unit and not q.is_multiplier for q in quantities(u.text))]
     return combine([
         (0.25, component(units, STORAGE, "no reason or limit given for the store", also=STORAGE_LIMIT)),
-        (0.5, component(numbered, STORAGE, "the store's breaking point is not estimated with a number",
+        (0.5, component(numbered, STORAGE, wrong or "the store's breaking point is not estimated with a number",
                         also=STORAGE_LIMIT)),
         (0.25, component(units, STORAGE_LIMIT, "nothing says what replaces or relieves the store",
                          also=both(STORAGE, STORAGE_NEXT))),

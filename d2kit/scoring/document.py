@@ -109,6 +109,10 @@ class Unit:
     def statement_text(self) -> str:
         return " ".join(sentence for _, sentence in self.statements())
 
+    def part(self, start: int, end: int) -> Unit:
+        """``text[start:end]`` as a paragraph of its own, on the line where it starts."""
+        return Unit("paragraph", [Line(self.line_at(start).number, self.text[start:end].strip())], self.section)
+
     def sentence_at(self, offset: int) -> str:
         """The sentence of ``text`` around character ``offset``: the one that earned the point, not a neighbour."""
         parts = sentences(self.text)

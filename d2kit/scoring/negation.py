@@ -2,9 +2,10 @@
 
 A match is denied when its clause puts a negation in front of it ("no", "never", "without",
 "instead of", "don't need") or a rejection after it ("... rejected", "... is not needed"). Clauses
-end at punctuation, at "and"/"or", and at the words that start a new claim ("because", "but", "so"), so
+end at punctuation, at "and", and at the words that start a new claim ("because", "but", "so"), so
 "a stale worker can never write, because the store checks its token" still credits the token, and two
-negations affirm.
+negations affirm. "or" does not end one: a negation covers every item it lists ("we don't use leases or
+heartbeats" denies both).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 
 CLAUSE_BREAK = re.compile(r"[,;:.()\u2014\u2013]|\s-\s|\b(because|but|so|which|while|whereas|although|though|"
-                          r"however|then|where|when|if|unless|since|and|or)\b", re.I)
+                          r"however|then|where|when|if|unless|since|and)\b", re.I)
 # "no two workers", "no longer holds the lease": quantities and time, not denials; "after 20 s without
 # a heartbeat" describes the expiry, it does not deny the heartbeat.
 NEGATOR = re.compile(

@@ -3,7 +3,9 @@
 Every item of section 9 names an alternative by being there; it earns the points only with a reason
 ("because", "would", "costs", "instead", ...) inside a sentence long enough to say what the cost is.
 An alternative without a reason is worth a little, and only up to a cap: a list of product names
-under the heading is the anti-pattern section 9 exists to expose.
+under the heading is the anti-pattern section 9 exists to expose. A paragraph that rejects several
+alternatives, a sentence each ("I turned down A: ... I turned down B because ..."), is several items:
+the same content as a list.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ SELF_USE = re.compile(r"\b(because|although|though|but|as|since)\b.{0,20}\bwe (a
 WRONG_PREMISE = pattern(r"\b(doesn'?t|does not|cannot|can'?t|won'?t|no|never)\b (\w+ ){0,2}exactly[- ]once",
                         r"\bonly (gives? |offers? |provides? )?at[- ]least[- ]once",
                         r"exactly[- ]once is (\w+ )?better")
+# A sentence that opens by rejecting something: one alternative of a paragraph that rejects several.
+REJECTION_LEAD = re.compile(r"^\W*(i|we)\s+(also\s+)?(turned down|rejected|ruled out|decided against|passed on|"
+                            r"considered and rejected|chose not to|did not (choose|pick|use))\b", re.I)
 NAMED_ONLY_SHARE = 1 / 15  # 1 point of 15 each
 NAMED_ONLY_CAP = 2 / 15
 
@@ -51,11 +56,24 @@ def _after_title(unit: Unit, item: Item) -> str:
     return unit.text[label.end():] if label else unit.text
 
 
+def _one_per_sentence(item: Item) -> list[Item]:
+    """``item`` as one item per rejecting sentence when its one paragraph rejects several alternatives."""
+    if len(item.units) != 1 or item.units[0].has_columns:
+        return [item]
+    unit = item.units[0]
+    leads = [start for start, sentence in unit.statements() if REJECTION_LEAD.match(sentence)]
+    if len(leads) < 2:
+        return [item]
+    cuts = [0, *leads[1:], len(unit.text)]
+    return [Item(title=" ".join(unit.text[a:b].split()[:10]).rstrip(":."), units=[unit.part(a, b)])
+            for a, b in zip(cuts, cuts[1:], strict=False)]
+
+
 def rejections(doc: Document) -> Finding:
     section = doc.sections.get(9)
     if section is None:
         return Finding(0.0, missing=["No section 9: nothing was explicitly rejected."])
-    items = split_items(section)
+    items = [one for item in split_items(section) for one in _one_per_sentence(item)]
     if not items:
         return Finding(0.0, missing=["Section 9 is empty."])
     reasoned, named_only = [], []

@@ -41,6 +41,10 @@ COOPERATION = pattern(r"(job|handler|sink|downstream|author|user|tenant|caller)s
                       r"\b(impossible|not (possible|achievable)|cannot be guaranteed|no such thing)",
                       r"\b(effectively|at[- ]least[- ]once plus)")
 
+# A design whose store checks a token or epoch: a lock or a kill on top of it is an extra, not the answer.
+FENCED = pattern(r"\bfenc", r"\bepoch\b", r"\bgeneration\b", r"version (number|counter)",
+                 r"\btoken\b.{0,60}\b(check|reject|compar|refus)")
+
 WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("delivery_semantics", "exactly-once execution promised without the job's cooperation", pattern(
         r"exactly[- ]once\b.{0,60}\b(end[- ]to[- ]end|side[- ]effects?|execution|guarantee)",
@@ -79,8 +83,13 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("lease_fencing", "a distributed lock trusted to keep one holder (a paused holder outlives its expiry)",
                 pattern(r"(redis|zookeeper|etcd|distributed|setnx)\W+(\w+\W+){0,3}lock\w*\b.{0,80}\b(ensures?|"
                         r"guarantees?|so that|means) (that )?(only one|no two|never|a single)"), 3 / 8,
-                unless_anywhere=pattern(r"\bfenc", r"\bepoch\b", r"\bgeneration\b", r"version (number|counter)",
-                                        r"\btoken\b.{0,60}\b(check|reject|compar|refus)")),
+                unless_anywhere=FENCED),
+    WrongAnswer("lease_fencing", "the old copy stopped by a kill sent to it (a partitioned worker never receives it)",
+                pattern(r"\b(send|sends|sent|sending|issues?|issued)\b.{0,20}\b(kill|terminat\w*|stop|shutdown)\b"
+                        r".{0,40}\b(old|first|previous|original|stale|zombie)\b",
+                        r"\b(old|first|previous|original|stale|zombie) (worker|copy|attempt|instance|host)\b.{0,20}\b"
+                        r"(is |gets )?(sent|given) an? (kill|stop|terminate)",
+                        r"\bwe kill the (old|first|previous|stale|zombie)\b"), 3 / 8, unless_anywhere=FENCED),
     WrongAnswer("lease_fencing", "fencing tokens said to stop a second copy from running (they stop its writes)",
                 pattern(r"fenc\w*\b.{0,80}\b(two workers|second copy|two copies|split[- ]brain)\b.{0,30}\b(never|"
                         r"impossible|cannot|can'?t)\b",
@@ -103,7 +112,9 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"compar\w*\b.{0,60}\btimestamps?\b.{0,60}\b(with|against|to)\b.{0,20}\b(its|their|the \w+'?s?) own clock",
         r"\bntp\b.{0,80}\b(comparable|in sync|synchroni[sz]ed|keeps?|guarantees?|ensures?|solves?)\b",
         r"(in sync|synchroni[sz]ed) (by|with|via|using) ntp",
-        r"worker'?s? (own )?timestamps? (can|could) be compared"), 0.0,
+        r"worker'?s? (own )?timestamps? (can|could) be compared",
+        # a heartbeat stamped by the worker's wall clock and judged by another node's
+        r"\b(with|using|stamped (with|by)) (their|its) (own )?local (wall[- ]?)?(clock|time|timestamp)s?\b"), 0.0,
                 # "NTP keeps them close, but we never compare clocks: only the database's now() decides"
                 unless=pattern(r"\b(never|not|don'?t|do not|nobody) (compares?|relys?|relies|depends?|trusts?)\b",
                                r"\bonly the (database|db|store|server)'?s?\b")),
@@ -127,8 +138,17 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"((every|each|all|the same) (\w+ )?(jobs?|fire times?|occurrences?)|(\w+ ){0,4}it sees|it)\b",
         r"(all|every|both) (of the )?(\w+ ){0,2}(replicas|schedulers|nodes|followers|instances) (can )?(also )?"
         r"(fire|run|dispatch|trigger)\b.{0,40}\b(at the same time|simultaneously|concurrently)",
-        r"(fire|run)s? (it )?(together|up to (three|3|two|2) times)", r"(other|all) replicas (also|were already) fir"),
+        r"(fire|run)s? (it )?(together|up to (three|3|two|2) times)", r"(other|all) replicas (also|were already) fir",
+        r"\b(having|letting|lets?|makes?) (all|every|each) (of the )?(\w+ ){0,2}(replicas?|schedulers?|nodes?|"
+        r"instances?) (fire|run|dispatch)\b",
+        # every replica its own leader: "each node is the leader for all jobs", "every replica elects itself"
+        r"(each|every|all) (of the )?(\w+ ){0,2}(replicas?|schedulers?|nodes?|instances?) (is|are) (the |a )?"
+        r"leaders? (for|of) (all|every)\b",
+        r"(each|every|all) (of the )?(\w+ ){0,2}(replicas?|schedulers?|nodes?|instances?) elects? (itself|themselves)"),
         0.0),
+    WrongAnswer("replica_double_fire", "a second occurrence overwrites the first (the last insert wins) instead of "
+                "being refused", pattern(r"\b(latest|last)[- ](\w+[- ]){0,2}(insert|write|writer|replica)'?s?"
+                                         r"( \w+)? wins\b"), 0.6),
     WrongAnswer("replica_double_fire", "a node without quorum carries on as leader (two leaders)", pattern(
         r"(los(es|t|ing) (its |the )?quorum|without (a )?quorum|in the minority)\b.{0,80}\b(continues?|keeps? "
         r"(running|serving|accepting|writing|firing)|stays? (the )?leader|read[- ]write)"), 0.0,
@@ -143,6 +163,11 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 # "each schedule has a setting: run them all, run only the latest, or skip": options, not a choice
                 unless=pattern(r"\bor (skip|run only|run the (latest|most recent)|only the (latest|most recent))",
                                r"\b(run|fire) them all\W+(\w+\W+){0,6}or\b")),
+    WrongAnswer("catch_up", "the catch-up released at an unlimited rate (a storm)", pattern(
+        r"\b(admission|release|drain|dispatch|catch[- ]up) (rate|limit)\W+(\w+\W+){0,2}"
+        r"(unlimited|infinite|unbounded)\b",
+        r"\b(unlimited|infinite|unbounded) (admission|release|drain|catch[- ]up) rate"), 1 / 3,
+                unless=pattern(r"\b(never|not|no) (\w+ )?(unlimited|infinite|unbounded)")),
     WrongAnswer("proof_of_execution", "the logs, or a status set at hand-off, as proof that a job ran", pattern(
         r"(know|tell|prove|confirm|see|check)\w*\b.{0,40}\b(ran|run|executed|succeeded)\b.{0,30}\b(from|in|by "
         r"(checking|reading|grepping)) (the )?logs?\b",
