@@ -13,7 +13,7 @@ from d2kit.scoring.phase_timeline import rows
 from d2kit.scoring.practice import PracticeSession
 from d2kit.scoring.process import NOT_OBSERVED, observe
 from d2kit.scoring.round_grade import grade_round
-from d2kit.scoring.round_record import load_record
+from d2kit.scoring.round_record import Recorder, load_record
 from d2kit.scoring.rubric import RUBRIC_DIR
 from d2kit.scoring.scorer import score_text
 
@@ -124,3 +124,21 @@ def test_without_a_record_part_1_is_not_observed_rather_than_guessed(tmp_path: P
     grade = grade_round(attempt)
     assert not grade.process.observed and grade.process.note == NOT_OBSERVED and grade.process.checks == []
     assert grade.diagram.problem.startswith("no drawing")
+
+
+def test_a_save_caught_half_written_is_one_save_at_the_minute_it_began(tmp_path: Path):
+    """An editor truncates, then writes: a poll in between must not make it two saves."""
+    attempt, scene = tmp_path / "attempt-d2.md", tmp_path / "attempt-d2.excalidraw"
+    attempt.write_text("# Attempt\n")
+    recorder = Recorder(attempt, scene, round_minutes=45, budget_minutes=45)  # one second = one sixtieth of a minute
+    scene.write_text("")                      # truncated: the poll at 60 s sees it mid-write
+    assert recorder.poll(60) == []
+    strong().save(scene)                      # the write completes
+    assert recorder.poll(61) == []            # changed again since: still settling
+    saves = recorder.poll(62)                 # unchanged since the last poll: one save, dated when it began
+    assert [(s.file, round(s.minute)) for s in saves] == [("diagram", 1)] and saves[0].elements > 10
+    assert recorder.poll(63) == []
+    attempt.write_text("# Attempt\n\nAt-least-once.\n")
+    assert recorder.poll(120) == []
+    record = recorder.end(121, finished=True)  # the round's end takes a pending change as it is
+    assert [(s.file, round(s.minute)) for s in record.saves] == [("diagram", 1), ("document", 2)]

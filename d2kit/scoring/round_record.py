@@ -102,6 +102,9 @@ class Recorder:
         self.scale = budget_minutes / (60 * round_minutes)  # practice seconds -> budget minutes
         self.stamps: dict[Path, tuple[int, int] | None] = {attempt: self._stamp(attempt),
                                                            diagram: self._stamp(diagram)}
+        # A change seen once is pending until a later poll sees the same stamp: an editor's save (truncate, then
+        # write) caught in between would otherwise be two saves. It keeps the minute it was first seen.
+        self.pending: dict[Path, tuple[tuple[int, int], float]] = {}
         self._write()
 
     @staticmethod
@@ -112,22 +115,30 @@ class Recorder:
             return None
         return stat.st_mtime_ns, stat.st_size
 
-    def poll(self, elapsed_seconds: float) -> list[Save]:
+    def poll(self, elapsed_seconds: float, settle: bool = True) -> list[Save]:
+        """Saves finished since the last poll; ``settle=False`` (the round's end) takes a pending change as is."""
         minute = elapsed_seconds * self.scale
         new = []
-        for path, make in ((self.attempt, lambda: document_save(self.attempt.read_text(encoding="utf-8"), minute)),
-                           (self.diagram, lambda: diagram_save(self.diagram, minute))):
+        for path, make in ((self.attempt, lambda at: document_save(self.attempt.read_text(encoding="utf-8"), at)),
+                           (self.diagram, lambda at: diagram_save(self.diagram, at))):
             stamp = self._stamp(path)
-            if stamp is not None and stamp != self.stamps[path]:
-                new.append(make())
+            if stamp is None or stamp == self.stamps[path]:
+                self.pending.pop(path, None)
+                continue
+            seen_stamp, first_seen = self.pending.get(path, (None, minute))
+            if settle and stamp != seen_stamp:  # still being written, or just written: look again next poll
+                self.pending[path] = (stamp, first_seen)
+                continue
+            new.append(make(first_seen))
             self.stamps[path] = stamp
+            self.pending.pop(path, None)
         if new:
             self.record.saves.extend(new)
             self._write()
         return new
 
     def end(self, elapsed_seconds: float, finished: bool) -> RoundRecord:
-        self.poll(elapsed_seconds)
+        self.poll(elapsed_seconds, settle=False)
         self.record.ended_minute = round(elapsed_seconds * self.scale, 2)
         self.record.finished = finished
         self.record.text_at_time_up = self.attempt.read_text(encoding="utf-8") if self.attempt.exists() else ""
