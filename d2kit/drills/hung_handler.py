@@ -94,8 +94,9 @@ def run(drill: Drill) -> None:
             conn.execute(text("UPDATE jobs SET paused = true"))
             end = conn.execute(text("SELECT min(materialized_through) FROM jobs WHERE schedule_kind = 'cron'"
                                     )).scalar_one()
+        # When the hung job never ended its one slot is still held, and what is due behind it cannot end either.
         _wait_softly(drill, "every occurrence to end", lambda: drill.scalar(
-            "SELECT count(*) = 0 FROM occurrences WHERE finished_at IS NULL"), timeout=30)
+            "SELECT count(*) = 0 FROM occurrences WHERE finished_at IS NULL"), timeout=30 if ended else 5)
     ticking.set()
     ticker.join(timeout=5)
 
