@@ -26,6 +26,9 @@ def test_a_held_snapshot_does_not_make_the_claim_walk_what_was_claimed_since(eng
     with engine.connect() as holder:
         holder = holder.execution_options(isolation_level="REPEATABLE READ")
         with holder.begin():
+            # This session idles on purpose while 300 claim cycles run; on a loaded machine that is longer than the
+            # kit's 3 s idle-in-transaction timeout, which would end the very snapshot the test is about.
+            holder.execute(text("SET LOCAL idle_in_transaction_session_timeout = 0"))
             holder.execute(text("SELECT count(*) FROM occurrences")).scalar_one()  # the snapshot is taken here
             for _ in range(300):
                 claim_cycle(engine)  # 3,000 claimed and finished since the snapshot (batches of 10)
