@@ -60,6 +60,25 @@ def test_a_result_in_other_units_or_with_another_number_than_its_expression_is_w
     assert find_calculation("dispatch rate of one worker | 200/s (assumed) | 9,859/s → 1 short-pool process")
 
 
+def test_a_result_that_opens_the_next_expression_is_checked_too():
+    # "A ≈ B × C ≈ D": B, not only D, is a result; here B is 10× too big and D follows from it.
+    assert find_calculation("History: 1,200/s × 86,400 s ≈ 1 billion rows/day × 300 B ≈ 300 GB/day.")[1] is False
+    assert find_calculation("History: 1,200/s × 86,400 s ≈ 104M rows/day × 300 B ≈ 31 GB/day.")[1] is True
+    # An input that follows a result marker is still an input, not a result to check.
+    assert find_calculation("10M jobs/day ≈ 116/s, so at 2 s each × 116/s ≈ 232 running.")[1] is True
+
+
+def test_a_derivation_built_on_a_figure_an_earlier_step_got_wrong_does_not_check_out():
+    wrong = parse(_section(2, "Peak: 10M/day ≈ 1,160/s.\n\nRunning: 1,160/s × 2 s ≈ 2,320 at once.\n\n"
+                              "Workers: 10M jobs × 1 KB = 10 GB."))
+    right = parse(_section(2, "Peak: 10M/day ≈ 116/s.\n\nRunning: 116/s × 2 s ≈ 232 at once.\n\n"
+                              "Workers: 10M jobs × 1 KB = 10 GB."))
+    found = calculations(wrong)
+    assert [c.checks_out for c in found] == [False, False, True]
+    assert "built on 1,160/s" in found[1].correction
+    assert [c.checks_out for c in calculations(right)] == [True, True, True]
+
+
 def test_a_backlogs_drain_time_is_checked():
     assert find_calculation("Catch-up is admitted at 500/s, so 40,000 late runs clear in 8 seconds.")[1] is False
     assert find_calculation("Catch-up is admitted at 500/s, so 40,000 late runs clear in 80 seconds.")[1] is True

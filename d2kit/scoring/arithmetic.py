@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations, pairwise
+from typing import NamedTuple
 
 import pint
 
@@ -263,11 +264,15 @@ def _is_result(gap: str) -> bool:
     return bool(markers) and bool(RESULT_HEDGE.fullmatch(gap[markers[-1].end():]))
 
 
-def check_steps(text: str, qs: list[Quantity], rates: frozenset[pint.Quantity] = frozenset()
-                ) -> tuple[bool, str, bool]:
-    """Every result of the sentence against what comes before it, with pint.
+class Steps(NamedTuple):
+    holds: bool  # no step is wrong
+    correction: str  # the first wrong step's
+    verified: bool  # some step was verified
+    wrong_at: int = -1  # the index of the first wrong result in the sentence's quantities
 
-    (no step is wrong, the first correction, some step was verified).
+
+def check_steps(text: str, qs: list[Quantity], rates: frozenset[pint.Quantity] = frozenset()) -> Steps:
+    """Every result of the sentence against what comes before it, with pint.
 
     A result holds when it follows from the expression right before it (directly, by a bare
     conversion factor, or through one other number of the sentence: "6,000 running; at 30 per
@@ -294,14 +299,21 @@ def check_steps(text: str, qs: list[Quantity], rates: frozenset[pint.Quantity] =
                 not _comparable(text, qs, lefts[-1], right.amount):
             # An expression, or an input ("1 KB per job, so 10M jobs = 10 GB"): the next result checks it. What
             # follows an expression is its result, even if more follows ("830 ÷ 20 s ≈ 41 jobs, so 41 workers").
+            # An expression that opens with a result ("8,300/s × 86,400 s ≈ 7.2 billion/day × 200 B ≈ ...") has
+            # that result checked first, or its error would hide behind the step that uses it.
+            if run[1] > run[0] and right.has_unit and _restates(_expression(text, qs, *lefts[-1]), right.amount):
+                verdict, holds = _judge(text, qs, runs[:index + 1], lefts, (run[0], run[0]), rates)
+                if verdict:
+                    return Steps(False, verdict, verified, run[0])
+                verified = verified or holds
             continue
         if not right.has_unit and not any(qs[i].has_unit for left in lefts for i in range(left[0], left[1] + 1)):
             continue
         verdict, holds = _judge(text, qs, runs[:index + 1], lefts, run, rates)
         if verdict:
-            return False, verdict, verified
+            return Steps(False, verdict, verified, run[0])
         verified = verified or holds
-    return True, "", verified
+    return Steps(True, "", verified)
 
 
 def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts: list[tuple[int, int]],
@@ -349,6 +361,14 @@ def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts:
         # be, in the writer's units; "10M × 1 KB = 10 GB per second", "830 ÷ 20 s ≈ 41 jobs": in other units.
         return _correction(text, qs, nearest, right, f"the expression gives {_show(value)}"), False
     return (_correction(text, qs, nearest, right, through_correction) if through_correction else ""), False
+
+
+def _restates(value: pint.Quantity, target: pint.Quantity) -> bool:
+    """``target`` can be what ``value`` comes to: the same dimension, or a total written per window ("/day")."""
+    if target.dimensionless:
+        return False
+    return value.dimensionality == target.dimensionality or \
+        (value / target).dimensionality == units().Quantity(1, "second").dimensionality
 
 
 def _units_left_off(qs: list[Quantity], run: tuple[int, int]) -> bool:
@@ -418,8 +438,10 @@ def _through_one_more(left: pint.Quantity, right: Quantity, others: list[pint.Qu
 
 
 @lru_cache(maxsize=4096)  # each check of the rubric that reads the arithmetic asks again
-def find_calculation(text: str, rates: frozenset[pint.Quantity] = frozenset()) -> tuple[int, bool, str] | None:
-    """(index of the derived quantity, whether every step checks out, the correction) for ``text``."""
+def find_calculation(text: str, rates: frozenset[pint.Quantity] = frozenset()
+                     ) -> tuple[int, bool, str, int] | None:
+    """(index of the derived quantity, whether every step checks out, the correction, the index of the wrong
+    result or -1) for ``text``."""
     qs = quantities(text)
     for j in range(1, len(qs)):
         earlier = qs[:j]
@@ -432,10 +454,10 @@ def find_calculation(text: str, rates: frozenset[pint.Quantity] = frozenset()) -
         if any(q.amount.magnitude == qs[j].amount.magnitude and q.amount.units == qs[j].amount.units
                for q in earlier):
             continue  # restating a number is not deriving one
-        holds, correction, verified = check_steps(text, qs, rates)
-        if holds and not verified and all(q.amount.dimensionless for q in qs):
+        steps = check_steps(text, qs, rates)
+        if steps.holds and not steps.verified and all(q.amount.dimensionless for q in qs):
             return None  # "4 shards; partition = hash(job_id) % 256": counts that nothing shows are derived
-        return j, holds, correction
+        return j, steps.holds, steps.correction, steps.wrong_at
     return None
 
 
@@ -450,19 +472,41 @@ def _sentences(doc: Document) -> list[tuple[str, Callable[[int], int]]]:
     return out
 
 
+def _same_figure(a: pint.Quantity, b: pint.Quantity) -> bool:
+    """"8,300/s" again, or "170k" for "170,000 writes/s" with its unit left off (a figure that large is no
+    coincidence)."""
+    if a.dimensionality == b.dimensionality:
+        return b.magnitude != 0 and abs(a.to(b.units).magnitude / b.magnitude - 1) < 0.01
+    return (a.dimensionless or b.dimensionless) and a.magnitude >= 100 and abs(a.magnitude / b.magnitude - 1) < 0.01
+
+
 def calculations(doc: Document) -> list[Calculation]:
+    """Every derivation, in document order. One built on a figure an earlier step got wrong does not check
+    out either ("50,000 / 60 ≈ 8,300/s" then "8,300/s × 2 s = 16,600 running"): its result is as far off."""
     seen: set[str] = set()
     found = []
     every = _sentences(doc)
     rates = stated_rates([sentence for sentence, _ in every])
+    wrong_figures: list[tuple[pint.Quantity, str, int]] = []  # (figure, as written, line)
     for sentence, line_of in every:
         key = " ".join(sentence.lower().split())
         hit = find_calculation(sentence, rates)
         if hit is None or key in seen:
             continue
         seen.add(key)
-        index, ok, correction = hit
-        derived = quantities(sentence)[index]
+        index, ok, correction, wrong_at = hit
+        qs = quantities(sentence)
+        derived = qs[index]
+        if ok:
+            inherited = next(((q, figure) for q in qs[:index] for figure in wrong_figures
+                              if _same_figure(q.amount, figure[0])), None)
+            if inherited:
+                (_, written, line) = inherited[1]
+                ok, correction = False, f"built on {written}, which line {line} got wrong"
+                wrong_at = index
+        if not ok and wrong_at >= 0:
+            wrong = qs[wrong_at]
+            wrong_figures.append((wrong.amount, sentence[wrong.start:wrong.end].strip(), line_of(wrong.start)))
         dims = frozenset(name for name, p in DIMENSIONS.items() if p.search(sentence))
         found.append(Calculation(Evidence.quote(line_of(derived.start), sentence), dims, ok, correction))
     return found
