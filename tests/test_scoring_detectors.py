@@ -79,6 +79,22 @@ def test_a_derivation_built_on_a_figure_an_earlier_step_got_wrong_does_not_check
     assert [c.checks_out for c in calculations(right)] == [True, True, True]
 
 
+def test_conversions_are_checked_however_they_are_phrased():
+    assert find_calculation("10 million runs per day works out to about 1,150 per second.")[1] is False
+    assert find_calculation("10 million runs per day works out to about 116 per second.")[1] is True
+    assert find_calculation("It amounts to 10M × 1 KB = 10 TB.")[1] is False
+    # Dividing a daily rate by the seconds in a day is the conversion itself, not a rate divided by a time.
+    assert find_calculation("10M per day / 86,400 s = 116/s.")[1] is True
+    assert find_calculation("10M per day / 86,400 s = 1,157/s.")[1] is False
+
+
+def test_plain_words_for_a_rate_and_for_running_at_once_count_as_those_dimensions():
+    doc = parse(_section(2, "50,000 runs a minute is about 830 a second.\n\n"
+                            "At 20 s each, 830 a second × 20 s ≈ 16,600 jobs at the same time.\n\n"
+                            "A job's description is 1 KB, so 10 million jobs is 10 GB."))
+    assert {"throughput", "concurrency", "storage"} <= set().union(*(c.dimensions for c in calculations(doc)))
+
+
 def test_a_backlogs_drain_time_is_checked():
     assert find_calculation("Catch-up is admitted at 500/s, so 40,000 late runs clear in 8 seconds.")[1] is False
     assert find_calculation("Catch-up is admitted at 500/s, so 40,000 late runs clear in 80 seconds.")[1] is True

@@ -64,7 +64,8 @@ RESULT_MARKER = re.compile(
     # "~" alone is "about" ("~940 workers"); only a free-standing "~" is a result marker. "mean" is an average.
     r"≈|\s~\s|=|→|->|=>|⇒|\bso\b|\bthat'?s\b|\bthat is\b|\bgives?\b|\bgiving\b|\bmeans\b|\bwhich is\b|"
     r"\bi\.e\.|\bcomes? to\b|\btotal(?:s|ling)?\b|\bis (?:about|roughly|around|approximately|under|over)\b|"
-    r"\bor about\b|\bequals?\b|\bworks out\b|\bhence\b|\btherefore\b|\bneeding\b|\bresult|"
+    r"\bor about\b|\bequals?\b|\bworks? out(?: to)?\b|"
+    r"\b(?:adds? up|amounts?) to\b|\bhence\b|\btherefore\b|\bneeding\b|\bresult|"
     r"\b(drains?|drained|clears?|cleared)\b(\s+\w+){0,2}\s+(in|within)\b",  # a backlog's drain time: count ÷ rate
     re.I,
 )
@@ -81,11 +82,11 @@ DIVIDE = ("/", "÷", "divided by")
 TOLERANCE = 0.5
 
 DIMENSIONS: dict[str, re.Pattern[str]] = {
-    "throughput": re.compile(r"/\s?(s|sec|min|h|hr|day)\b|per (second|minute|hour|day)|qps|rps|tps|throughput|"
-                             r"rate|executions?|dispatch", re.I),
+    "throughput": re.compile(r"/\s?(s|sec|min|h|hr|day)\b|(per|an?|each|every) (second|minute|hour|day)\b|qps|rps|"
+                             r"tps|throughput|rate|executions?|dispatch", re.I),
     "storage": re.compile(r"\b[KMGTP]i?B\b|bytes?|storage|disk|rows?|retention|table size|dead tuples", re.I),
-    "concurrency": re.compile(r"workers?|concurren|in flight|running at once|slots?|cores?|connections?|pollers?",
-                              re.I),
+    "concurrency": re.compile(r"workers?|concurren|in flight|running (at once|jobs|runs)|at (once|the same time)|"
+                              r"simultaneous|in parallel|slots?|cores?|connections?|pollers?", re.I),
     "network": re.compile(r"bandwidth|[KMG]bps|network|egress|ingress|[KMG]B/s", re.I),
     "growth": re.compile(r"\b10\s?[x×]|growth|grow|per (month|year)|/\s?(month|year)|next year|headroom", re.I),
 }
@@ -345,6 +346,7 @@ def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts:
         or _sum_of_earlier(text, qs, earlier, target)
         or _rate_left_implicit(qs, nearest, value, target, rates)
         or _per_window(qs, nearest, value, target)
+        or _period_divided_out(text, qs, nearest, value, target)
     )
     if comparable and not direct and not _is_bytes(target) and not target.dimensionless:  # contradicted further back
         far = _expression(text, qs, *comparable[0])
@@ -407,6 +409,22 @@ def _per_window(qs: list[Quantity], run: tuple[int, int], value: pint.Quantity, 
                 _close(window.to(ratio.units).magnitude, ratio.magnitude) and \
                 any(_close(window.to(unit).magnitude, 1) for unit in ("second", "minute", "hour", "day")):
             return True
+    return False
+
+
+def _period_divided_out(text: str, qs: list[Quantity], run: tuple[int, int], value: pint.Quantity,
+                        target: pint.Quantity) -> bool:
+    """"10M per day / 86,400 s ≈ 116/s": the rate divided by the seconds in its own period, a unit conversion."""
+    for index in range(run[0] + 1, run[1] + 1):
+        window = qs[index].amount
+        if _joined_by_operator(text, qs[index - 1], qs[index]) in DIVIDE and \
+                window.dimensionality == units().Quantity(1, "second").dimensionality and \
+                any(_close(window.to(unit).magnitude, 1) and abs(window.to(unit).magnitude - 1) < 0.01
+                    for unit in ("minute", "hour", "day")):
+            rate = value * window
+            if rate.dimensionality == target.dimensionality and _close(rate.to(target.units).magnitude,
+                                                                       target.magnitude):
+                return True
     return False
 
 
