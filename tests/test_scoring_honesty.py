@@ -42,6 +42,11 @@ def test_a_mechanism_the_attempt_rejects_is_not_its_mechanism_but_the_rejection_
                + _section(9, "I rejected a distributed scheduler with leader election and a queue, because it adds "
                              "several moving parts we do not need at 20,000 runs a day."))
     assert _check(one_box, "replica_double_fire").points == 0
+    # The reasons a rejected cluster lost name the mechanisms; they are not this design's mechanisms.
+    reasons = (_section(5, "Everything runs on one machine: cron starts a wrapper that runs the job and retries it.")
+               + _section(9, "I rejected a cluster of schedulers with leader election, because it brings split brain, "
+                             "clock skew and fencing tokens checked by the store into a design that needs one box."))
+    assert _check(reasons, "lease_fencing").points == 0 and _check(reasons, "replica_double_fire").points == 0
     leader = (_section(6, "Three scheduler nodes elect a leader through an etcd lease, and every write the leader "
                           "makes checks its epoch row, so two leaders never both write.")
               + _section(9, "I rejected all-active schedulers polling with FOR UPDATE SKIP LOCKED because at this "
@@ -121,6 +126,19 @@ def test_double_negation_still_credits_the_mechanism():
                  "misfire policy, paced at 200 per second."),
     ("catch_up", "After downtime the scheduler skips all missed runs and starts again from the next fire time, "
                  "a per-job policy paced at 200 per second."),
+    ("catch_up", "After an outage all 25,000 missed runs are started at once, whatever each job's misfire policy "
+                 "says."),
+    ("lease_fencing", "Each worker generates its own fencing token when it starts a run, and the store keeps the "
+                      "write with the larger token."),
+    ("lease_fencing", "Every attempt's token is taken from the worker's wall clock in milliseconds, so a later "
+                      "attempt always has the larger token and the store rejects smaller ones."),
+    ("lease_fencing", "Workers heartbeat and each attempt carries a fencing token, but the sink does not need to "
+                      "check the token because the lease already makes the worker the only holder."),
+    ("lease_fencing", "A worker's claim on a run is held until the worker comes back, renewed by heartbeats, so "
+                      "nobody else takes a job whose worker is partitioned; the token is checked on writes."),
+    ("replica_double_fire", "The scheduler replicas each fire every due job, and idempotent handlers absorb it."),
+    ("replica_double_fire", "Raft keeps three leaders, one per scheduler node, so a due job is fired wherever a "
+                            "node is up."),
 ])
 def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_id: str, wrong: str):
     check = _check(_section(6, wrong), check_id)
@@ -474,6 +492,18 @@ def test_the_quote_is_the_sentence_that_earned_the_point_not_a_neighbour():
 
 
 # -- 5. fluent but not distributed -------------------------------------------------------------------
+
+def test_a_failure_named_to_be_waved_away_is_not_analysed():
+    waved = _section(7, "If the host dies, the monitor pages the on-call engineer within a minute; only that host's "
+                        "jobs stop, and a new host restored from last night's backup takes over. A network partition "
+                        "doesn't really apply, because everything is on one machine.")
+    covered = " ".join(e.text for e in _check(waved, "failure_coverage").evidence)
+    assert "worker partition or pause" not in covered
+    analysed = waved.replace("A network partition doesn't really apply, because everything is on one machine.",
+                             "A network partition that cuts the host off is detected the same way and recovered "
+                             "the same way.")
+    assert "worker partition or pause" in " ".join(e.text for e in _check(analysed, "failure_coverage").evidence)
+
 
 def test_a_fluent_one_machine_crontab_design_stays_middling():
     """Written for this test: cron plus a retry loop on one box, with sound arithmetic and reasoned
