@@ -36,6 +36,9 @@ def test_a_derivation_counts_and_a_statement_does_not():
     assert find_calculation("Jobs run from 100 ms to 6 hours") is None
     assert find_calculation("The lease is 30 s and the heartbeat is 10 s") is None
     assert find_calculation("At 09:00:00 the job fires") is None
+    # A bare number after an arrow, with nothing combined into it, is a remark, not a result.
+    assert find_calculation("One scheduler down for 2 hours → no problem, since there are 3") is None
+    assert find_calculation("830/s for 2 s each → 1,660 running")  # a rate by a time: combined
 
 
 def test_a_checkable_calculation_that_is_wrong_is_not_counted():

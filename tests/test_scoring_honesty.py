@@ -493,6 +493,15 @@ def test_the_quote_is_the_sentence_that_earned_the_point_not_a_neighbour():
 
 # -- 5. fluent but not distributed -------------------------------------------------------------------
 
+def test_saying_exactly_once_is_impossible_does_not_choose_a_guarantee():
+    none_chosen = _section(1, "We don't pick at-least-once or at-most-once; jobs just run when they are due.") + \
+        _section(9, "- Exactly-once: impossible, so we do not try")
+    check = _check(none_chosen, "delivery_semantics")
+    assert "no delivery guarantee is chosen" in check.missing and check.points <= check.max_points / 2
+    chosen = none_chosen.replace("We don't pick at-least-once or at-most-once", "We pick at-least-once")
+    assert "no delivery guarantee is chosen" not in _check(chosen, "delivery_semantics").missing
+
+
 def test_a_failure_named_to_be_waved_away_is_not_analysed():
     waved = _section(7, "If the host dies, the monitor pages the on-call engineer within a minute; only that host's "
                         "jobs stop, and a new host restored from last night's backup takes over. A network partition "

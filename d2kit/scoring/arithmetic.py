@@ -475,6 +475,9 @@ def find_calculation(text: str, rates: frozenset[pint.Quantity] = frozenset()
         steps = check_steps(text, qs, rates)
         if steps.holds and not steps.verified and all(q.amount.dimensionless for q in qs):
             return None  # "4 shards; partition = hash(job_id) % 256": counts that nothing shows are derived
+        if steps.holds and not steps.verified and not qs[j].has_unit and sum(q.has_unit for q in earlier) < 2 and \
+                all(a == b for a, b in _runs(text, qs)):
+            return None  # "down 2 hours → fine, since there are 3": nothing was combined into the bare number
         return j, steps.holds, steps.correction, steps.wrong_at
     return None
 
