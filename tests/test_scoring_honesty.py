@@ -372,6 +372,20 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
                             "takeover gap."),
     ("tenant_isolation", "Each team may have at most 50 runs going at a time; the dispatcher picks teams round robin, "
                          "and anything expected to take longer than 10 minutes goes to a separate set of machines."),
+    ("delivery_semantics", "A run may happen more than once, but it is never silently dropped. We cannot promise "
+                           "only once for jobs that move money, so the job makes a repeat harmless by remembering "
+                           "which run it already handled."),
+    ("lease_fencing", "A worker's claim lasts 30 s by the database clock and is renewed every 10 s; each new claim "
+                      "gets a higher ticket number, and the result store refuses a write whose ticket is lower than "
+                      "the highest it has seen."),
+    ("tenant_isolation", "Each customer can only use a fixed share of the pool: the claim query passes over customers "
+                         "already at their share and takes customers in turn, and jobs over 10 minutes run on their "
+                         "own machines."),
+    ("proof_of_execution", "Runs and attempts are separate tables, a row for each attempt, so we can tell a run we "
+                           "handed out from one that finished; what we promise is that a due run is never silently "
+                           "lost."),
+    ("replica_double_fire", "Three planner copies insert runs under a unique (job, due time) pair, so a second copy's "
+                            "insert is refused; there is no single leader whose loss would stall planning."),
 ])
 def test_plain_phrasing_of_a_follow_up_earns_it(check_id: str, plain: str):
     check = _check(_section(6, plain), check_id)
