@@ -65,8 +65,8 @@ LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
                   r"\bsequencer\b", r"\b(raft )?term number", r"(only|ever) (grows|increases|goes up)",
-                  r"\b(attempt|claim|ownership|delivery|receive|lease|ticket|sequence)[_ ](number|no|num|count|counter|"
-                  r"version)\b"
+                  # any number the store compares for order: attempt, claim, ticket, sequence, run number
+                  r"\b\w+[_ ](number|no|num|count|counter|version)\b(?! of)"
                   r".{0,80}\b(higher|greater|highest|increment|bump|older|lower|stale)",
                   r"\bzxid",
                   r"(adds? one to|increments?|bumps?) (the |its |a )?(\w+'?s? )?(\w+ )?"
@@ -105,7 +105,7 @@ REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other|a s
                    r"(schedulers?|planners?|dispatchers?|instances|coordinators?|owners?|pollers?|consumers?|leaders|"
                    r"nodes|standbys)",
                    r"more than one (scheduler|planner|dispatcher|owner|poller|consumer)",
-                   r"both (replicas|schedulers)", r"\bby both\b", r"\btwice\b", r"double[- ]?(fire|dispatch|run)",
+                   r"both (replicas|schedulers)", r"\btwice\b", r"double[- ]?(fire|dispatch|run)",
                    r"duplicate")
 WHY = pattern(r"because", r"\bso that\b", r"\bwhich means\b", r"rather than", r"instead of", r"\bif (a|the|one) "
               r"(replica|leader|scheduler)", r"whichever", r"however (it|many)", r"no matter", r"failover",
@@ -155,7 +155,7 @@ DISPATCHED_VS_COMPLETED = pattern(
     r"complet\w*.{0,60}\b(vs\.?|versus|is not|isn'?t|not the same|different from).{0,30}dispatch",
     r"dispatched.{0,40}\b(but|and) (not |never )?(completed|finished|succeeded)",
     r"(terminal|final) state", r"succeeded\b.{0,80}\b(dead|failed|lost)", r"completion (record|ack)",
-    r"\btell\b.{0,30}\b(handed|sent|dispatched|started|given)\b.{0,40}\b(from|and)\b.{0,20}\b(finished|completed|"
+    r"\b(tell|distinguish|separate)s?\b.{0,30}\b(handed|sent|dispatched|started|given)\b.{0,40}\b(from|and)\b.{0,20}\b(finished|completed|"
     r"done|succeeded)",
 )
 PROMISE = pattern(r"at[- ]least[- ]once (means|promises|guarantee)", r"(promise|guarantee)s? (the user|that)",
@@ -172,9 +172,9 @@ STORAGE_NEXT = pattern(r"partition", r"\bshard", r"\bbatch", r"move (to|the)", r
 
 ONE_CLOCK = pattern(r"(database|\bdb|postgres|server|store)'?s? (own )?(clock|now\(\)|time)", r"single clock",
                     r"one clock", r"monotonic", r"elapsed time", r"\bstopwatch",
-                    r"never compare(s|d)? (wall )?(clocks|times?|timestamps?)", r"same clock",
+                    r"never compare(s|d)? (a |the )?(wall )?(clocks|times?|timestamps?)", r"same clock",
                     r"(on|by) (its|one|a single|the same) (own )?(machine|node)'?s? (clock|timer)",
-                    r"never compare a time", r"time(s|stamps?)? (written|taken) (by|on) (one|the same) (machine|node)",
+                    r"time(s|stamps?)? (written|taken) (by|on) (one|the same) (machine|node)",
                     r"(decided|judged|measured|checked) (only )?(by|on) (the )?(store|database|db|server)\b",
                     r"its own now\(\)", r"the only clock")
 SKEW = pattern(r"clock skew", r"\bskew", r"\bntp\b", r"\bdrift", r"wall[- ]clock",
