@@ -28,9 +28,10 @@ def _of_class(name: str) -> list[str]:
     return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
 
 
-# Floors at what the scorer reached when held-out v3 (16 attempts, 7 of them missed) was folded in: 57 of 70.
-MOST_MISSES = 13
-MOST_MEAN_ERROR = 5.5
+# Floors at what the scorer reached after held-out v3 (16 attempts, 7 of them missed) was folded in and the
+# scorer changed on tuning only: 60 of 70.
+MOST_MISSES = 10
+MOST_MEAN_ERROR = 5
 
 
 def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):
