@@ -155,8 +155,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"(all|every|both) (of the )?(\w+ ){0,2}(replicas|schedulers|nodes|followers|instances) (can )?(also )?"
         r"(fire|run|dispatch|trigger)\b.{0,40}\b(at the same time|simultaneously|concurrently)",
         r"(fire|run)s? (it )?(together|up to (three|3|two|2) times)",
-        r"(replicas|schedulers|nodes|instances) (each|all) (also )?(fire|run|dispatch|trigger)s? (every|each|all|the same) "
-        r"(\w+ )?(jobs?|fire times?|occurrences?|runs?)\b",
+        r"(replicas|schedulers|nodes|instances) (each|all) (also )?(fire|run|dispatch|trigger)s? "
+        r"(every|each|all|the same) (\w+ )?(jobs?|fire times?|occurrences?|runs?)\b",
         # every replica its own leader: "three leaders, one per replica"
         r"\b(two|three|several|multiple|many|\d+) leaders\b.{0,30}\b(one )?(per|for each|on each|in each) "
         r"(replica|node|scheduler|instance)", r"(other|all) replicas (also|were already) fir",
