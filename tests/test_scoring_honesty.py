@@ -234,6 +234,20 @@ def test_a_rejection_faulting_the_alternative_for_lacking_exactly_once_is_not_re
     assert _check(honest, "rejections").points > 2
 
 
+def test_rejecting_the_lease_or_the_token_with_nothing_in_its_place_is_not_a_reasoned_rejection():
+    rejections = _section(9, "- **Heartbeat leases**: rejected because each running job would write every few "
+                             "seconds, which is load we do not want.\n"
+                             "- **Fencing tokens**: rejected because every downstream service would have to check "
+                             "them, and our teams will not do that.")
+    bare = _section(6, "A run that is still marked running after its max_runtime is assumed dead and re-queued.")
+    check = _check(bare + rejections, "rejections")
+    assert sum("puts nothing in its place" in m for m in check.missing) == 2, check.missing
+    kept = _section(6, "Each claim gets a fencing token from a sequence, and the sink rejects writes carrying an older "
+                       "token; a claim expires 30 s after the worker's last heartbeat, by the database clock.")
+    assert _check(kept + rejections.replace("Heartbeat leases", "Longer leases"), "rejections").points > \
+        check.points
+
+
 def test_rejecting_api_formats_is_worth_less_than_rejecting_a_design_choice():
     formats = _section(9, "- **GraphQL**: more flexible for clients, but caching and rate limiting are harder for us.\n"
                           "- **gRPC for the public API**: faster, but harder to call from browsers and curl.\n"
