@@ -219,11 +219,13 @@ class PracticeSession:
                                      title=f"{_clock_text(elapsed)}: STILL DRAWING"))
 
     def run(self, reveal_now: bool) -> PracticeOutcome:
+        # The recorder takes its first look before the prompt is shown: a save made as soon as the prompt appears
+        # is a save of the round, not the state it started from.
+        recorder = Recorder(self.attempt, self.diagram, self.minutes, self.process.minutes)
         self.show_prompt()
         if reveal_now:
             self.console.print(follow_ups_panel(self.design))
         events = timeline(self.process, self.minutes)
-        recorder = Recorder(self.attempt, self.diagram, self.minutes, self.process.minutes)
         elapsed = 0.0
         finished = True
         with Live(self._display(0), console=self.console, auto_refresh=False, transient=False) as live:
