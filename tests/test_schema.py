@@ -126,7 +126,8 @@ def test_materialise_records_every_fire_time_the_unique_key_refused(engine):
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO tenants (id, api_key_hash) VALUES ('t', 'h')"))
         allow, skip = conn.execute(text(
-            "INSERT INTO jobs (tenant_id, name, handler, pool, schedule_kind, cron, materialized_through, overlap_policy)"
+            "INSERT INTO jobs (tenant_id, name, handler, pool, schedule_kind, cron, materialized_through,"
+            "                  overlap_policy)"
             " VALUES ('t', 'a', 'noop', 'short', 'cron', '* * * * *', now(), 'allow'),"
             "        ('t', 's', 'noop', 'short', 'cron', '* * * * *', now(), 'skip') RETURNING id")).scalars().all()
         first = ["2030-01-01 00:00+00", "2030-01-01 00:01+00"]
