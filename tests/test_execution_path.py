@@ -254,6 +254,7 @@ def test_a_stale_attempt_that_charges_first_is_caught_by_the_dedup_not_by_the_to
     cluster.start_worker("healthy", lease=2, env=env)
     wait_until(lambda: scalar(engine, "SELECT state FROM occurrences WHERE job_id = :j", j=job_id) == "succeeded",
                what="the retry to succeed")
+    cluster.kill("paused")  # its handler would sleep out its 30 s first attempt: the teardown's drain would wait 15 s
     charges = rows(engine, "SELECT token, outcome FROM charges ORDER BY id")
     assert charges[0].token == stale and charges[1].token > stale  # the stale attempt wrote first
     applied = scalar(engine, "SELECT coalesce(sum(amount), 0) FROM charges WHERE outcome = 'applied'")

@@ -67,6 +67,9 @@ def run(drill: Drill) -> None:
             replacement = f"{victim.split('.')[0]}.{kills + 1}"
             live[live.index(victim)] = replacement
             drill.cluster.start_worker(replacement, concurrency=16, lease=LEASE_SECONDS)
+        if kills < 3:  # the machine was too slow to reach the chaos window: nothing was tested, so no verdict
+            drill.not_run(f"only {kills} SIGKILL(s) landed in the {window:g} s chaos window (3 needed): the machine "
+                          "spent the window submitting and starting processes")
 
     with drill.phase("settle: leases expire, lost attempts are retried"):
         drill.settle(timeout=90, at_least=total)
@@ -90,7 +93,7 @@ def run(drill: Drill) -> None:
             " count(DISTINCT occurrence_id) FILTER (WHERE state = 'lost') AS retried,"
             " max(attempt) AS most_attempts FROM attempts")).mappings().one()
         drill.check("the fault was real: the kills cost in-flight attempts, which were declared lost and retried",
-                    kills >= 3 and stats["lost"] > 0, {"kills": kills, **stats})
+                    stats["lost"] > 0, {"kills": kills, **stats})
         twice = _check_effects(drill, conn)
         drill.metrics.update({"SIGKILLs": kills, "attempts lost to the kills": stats["lost"],
                               "occurrences that needed a retry": stats["retried"],
