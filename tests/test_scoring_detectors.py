@@ -36,6 +36,9 @@ def test_a_derivation_counts_and_a_statement_does_not():
     assert find_calculation("Jobs run from 100 ms to 6 hours") is None
     assert find_calculation("The lease is 30 s and the heartbeat is 10 s") is None
     assert find_calculation("At 09:00:00 the job fires") is None
+    # A bare number after an arrow, with nothing combined into it, is a remark, not a result.
+    assert find_calculation("One scheduler down for 2 hours → no problem, since there are 3") is None
+    assert find_calculation("830/s for 2 s each → 1,660 running")  # a rate by a time: combined
 
 
 def test_a_checkable_calculation_that_is_wrong_is_not_counted():
@@ -58,6 +61,41 @@ def test_a_result_in_other_units_or_with_another_number_than_its_expression_is_w
     assert [find_calculation(s)[1] for s in right] == [True] * 4
     # A rate against a rate is no window: judged, not a unit error ("Cannot convert from 1/second to second").
     assert find_calculation("dispatch rate of one worker | 200/s (assumed) | 9,859/s → 1 short-pool process")
+
+
+def test_a_result_that_opens_the_next_expression_is_checked_too():
+    # "A ≈ B × C ≈ D": B, not only D, is a result; here B is 10× too big and D follows from it.
+    assert find_calculation("History: 1,200/s × 86,400 s ≈ 1 billion rows/day × 300 B ≈ 300 GB/day.")[1] is False
+    assert find_calculation("History: 1,200/s × 86,400 s ≈ 104M rows/day × 300 B ≈ 31 GB/day.")[1] is True
+    # An input that follows a result marker is still an input, not a result to check.
+    assert find_calculation("10M jobs/day ≈ 116/s, so at 2 s each × 116/s ≈ 232 running.")[1] is True
+
+
+def test_a_derivation_built_on_a_figure_an_earlier_step_got_wrong_does_not_check_out():
+    wrong = parse(_section(2, "Peak: 10M/day ≈ 1,160/s.\n\nRunning: 1,160/s × 2 s ≈ 2,320 at once.\n\n"
+                              "Workers: 10M jobs × 1 KB = 10 GB."))
+    right = parse(_section(2, "Peak: 10M/day ≈ 116/s.\n\nRunning: 116/s × 2 s ≈ 232 at once.\n\n"
+                              "Workers: 10M jobs × 1 KB = 10 GB."))
+    found = calculations(wrong)
+    assert [c.checks_out for c in found] == [False, False, True]
+    assert "built on 1,160/s" in found[1].correction
+    assert [c.checks_out for c in calculations(right)] == [True, True, True]
+
+
+def test_conversions_are_checked_however_they_are_phrased():
+    assert find_calculation("10 million runs per day works out to about 1,150 per second.")[1] is False
+    assert find_calculation("10 million runs per day works out to about 116 per second.")[1] is True
+    assert find_calculation("It amounts to 10M × 1 KB = 10 TB.")[1] is False
+    # Dividing a daily rate by the seconds in a day is the conversion itself, not a rate divided by a time.
+    assert find_calculation("10M per day / 86,400 s = 116/s.")[1] is True
+    assert find_calculation("10M per day / 86,400 s = 1,157/s.")[1] is False
+
+
+def test_plain_words_for_a_rate_and_for_running_at_once_count_as_those_dimensions():
+    doc = parse(_section(2, "50,000 runs a minute is about 830 a second.\n\n"
+                            "At 20 s each, 830 a second × 20 s ≈ 16,600 jobs at the same time.\n\n"
+                            "A job's description is 1 KB, so 10 million jobs is 10 GB."))
+    assert {"throughput", "concurrency", "storage"} <= set().union(*(c.dimensions for c in calculations(doc)))
 
 
 def test_a_backlogs_drain_time_is_checked():

@@ -42,6 +42,11 @@ def test_a_mechanism_the_attempt_rejects_is_not_its_mechanism_but_the_rejection_
                + _section(9, "I rejected a distributed scheduler with leader election and a queue, because it adds "
                              "several moving parts we do not need at 20,000 runs a day."))
     assert _check(one_box, "replica_double_fire").points == 0
+    # The reasons a rejected cluster lost name the mechanisms; they are not this design's mechanisms.
+    reasons = (_section(5, "Everything runs on one machine: cron starts a wrapper that runs the job and retries it.")
+               + _section(9, "I rejected a cluster of schedulers with leader election, because it brings split brain, "
+                             "clock skew and fencing tokens checked by the store into a design that needs one box."))
+    assert _check(reasons, "lease_fencing").points == 0 and _check(reasons, "replica_double_fire").points == 0
     leader = (_section(6, "Three scheduler nodes elect a leader through an etcd lease, and every write the leader "
                           "makes checks its epoch row, so two leaders never both write.")
               + _section(9, "I rejected all-active schedulers polling with FOR UPDATE SKIP LOCKED because at this "
@@ -121,6 +126,19 @@ def test_double_negation_still_credits_the_mechanism():
                  "misfire policy, paced at 200 per second."),
     ("catch_up", "After downtime the scheduler skips all missed runs and starts again from the next fire time, "
                  "a per-job policy paced at 200 per second."),
+    ("catch_up", "After an outage all 25,000 missed runs are started at once, whatever each job's misfire policy "
+                 "says."),
+    ("lease_fencing", "Each worker generates its own fencing token when it starts a run, and the store keeps the "
+                      "write with the larger token."),
+    ("lease_fencing", "Every attempt's token is taken from the worker's wall clock in milliseconds, so a later "
+                      "attempt always has the larger token and the store rejects smaller ones."),
+    ("lease_fencing", "Workers heartbeat and each attempt carries a fencing token, but the sink does not need to "
+                      "check the token because the lease already makes the worker the only holder."),
+    ("lease_fencing", "A worker's claim on a run is held until the worker comes back, renewed by heartbeats, so "
+                      "nobody else takes a job whose worker is partitioned; the token is checked on writes."),
+    ("replica_double_fire", "The scheduler replicas each fire every due job, and idempotent handlers absorb it."),
+    ("replica_double_fire", "Raft keeps three leaders, one per scheduler node, so a due job is fired wherever a "
+                            "node is up."),
 ])
 def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_id: str, wrong: str):
     check = _check(_section(6, wrong), check_id)
@@ -214,6 +232,20 @@ def test_a_rejection_faulting_the_alternative_for_lacking_exactly_once_is_not_re
     honest = _section(9, "- **Kafka transactions**: they cannot give exactly-once for the job's own side effects, "
                          "which is impossible without the job's cooperation, and they add a coordinator.")
     assert _check(honest, "rejections").points > 2
+
+
+def test_rejecting_the_lease_or_the_token_with_nothing_in_its_place_is_not_a_reasoned_rejection():
+    rejections = _section(9, "- **Heartbeat leases**: rejected because each running job would write every few "
+                             "seconds, which is load we do not want.\n"
+                             "- **Fencing tokens**: rejected because every downstream service would have to check "
+                             "them, and our teams will not do that.")
+    bare = _section(6, "A run that is still marked running after its max_runtime is assumed dead and re-queued.")
+    check = _check(bare + rejections, "rejections")
+    assert sum("puts nothing in its place" in m for m in check.missing) == 2, check.missing
+    kept = _section(6, "Each claim gets a fencing token from a sequence, and the sink rejects writes carrying an older "
+                       "token; a claim expires 30 s after the worker's last heartbeat, by the database clock.")
+    assert _check(kept + rejections.replace("Heartbeat leases", "Longer leases"), "rejections").points > \
+        check.points
 
 
 def test_rejecting_api_formats_is_worth_less_than_rejecting_a_design_choice():
@@ -354,6 +386,20 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
                             "takeover gap."),
     ("tenant_isolation", "Each team may have at most 50 runs going at a time; the dispatcher picks teams round robin, "
                          "and anything expected to take longer than 10 minutes goes to a separate set of machines."),
+    ("delivery_semantics", "A run may happen more than once, but it is never silently dropped. We cannot promise "
+                           "only once for jobs that move money, so the job makes a repeat harmless by remembering "
+                           "which run it already handled."),
+    ("lease_fencing", "A worker's claim lasts 30 s by the database clock and is renewed every 10 s; each new claim "
+                      "gets a higher ticket number, and the result store refuses a write whose ticket is lower than "
+                      "the highest it has seen."),
+    ("tenant_isolation", "Each customer can only use a fixed share of the pool: the claim query passes over customers "
+                         "already at their share and takes customers in turn, and jobs over 10 minutes run on their "
+                         "own machines."),
+    ("proof_of_execution", "Runs and attempts are separate tables, a row for each attempt, so we can tell a run we "
+                           "handed out from one that finished; what we promise is that a due run is never silently "
+                           "lost."),
+    ("replica_double_fire", "Three planner copies insert runs under a unique (job, due time) pair, so a second copy's "
+                            "insert is refused; there is no single leader whose loss would stall planning."),
 ])
 def test_plain_phrasing_of_a_follow_up_earns_it(check_id: str, plain: str):
     check = _check(_section(6, plain), check_id)
@@ -474,6 +520,27 @@ def test_the_quote_is_the_sentence_that_earned_the_point_not_a_neighbour():
 
 
 # -- 5. fluent but not distributed -------------------------------------------------------------------
+
+def test_saying_exactly_once_is_impossible_does_not_choose_a_guarantee():
+    none_chosen = _section(1, "We don't pick at-least-once or at-most-once; jobs just run when they are due.") + \
+        _section(9, "- Exactly-once: impossible, so we do not try")
+    check = _check(none_chosen, "delivery_semantics")
+    assert "no delivery guarantee is chosen" in check.missing and check.points <= check.max_points / 2
+    chosen = none_chosen.replace("We don't pick at-least-once or at-most-once", "We pick at-least-once")
+    assert "no delivery guarantee is chosen" not in _check(chosen, "delivery_semantics").missing
+
+
+def test_a_failure_named_to_be_waved_away_is_not_analysed():
+    waved = _section(7, "If the host dies, the monitor pages the on-call engineer within a minute; only that host's "
+                        "jobs stop, and a new host restored from last night's backup takes over. A network partition "
+                        "doesn't really apply, because everything is on one machine.")
+    covered = " ".join(e.text for e in _check(waved, "failure_coverage").evidence)
+    assert "worker partition or pause" not in covered
+    analysed = waved.replace("A network partition doesn't really apply, because everything is on one machine.",
+                             "A network partition that cuts the host off is detected the same way and recovered "
+                             "the same way.")
+    assert "worker partition or pause" in " ".join(e.text for e in _check(analysed, "failure_coverage").evidence)
+
 
 def test_a_fluent_one_machine_crontab_design_stays_middling():
     """Written for this test: cron plus a retry loop on one box, with sound arithmetic and reasoned

@@ -28,14 +28,16 @@ def _of_class(name: str) -> list[str]:
     return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
 
 
-# Floors at what the scorer reached after held-out v2 (16 attempts it had missed on) was folded in: 48 of 54.
-MOST_MISSES = 6
+# Floors at what the scorer reached after held-out v3 (16 attempts, 7 of them missed) was folded in and the
+# scorer changed on tuning only: 60 of 70.
+MOST_MISSES = 10
+MOST_MEAN_ERROR = 5
 
 
 def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):
     assert figures.attempts == len(ATTEMPTS) >= 30
     assert figures.spearman_rho >= 0.95, figures.spearman_rho
-    assert figures.mean_error <= 5, figures.mean_error
+    assert figures.mean_error <= MOST_MEAN_ERROR, figures.mean_error
     misses = [(r.name, r.score, r.band) for r in figures.results if not r.in_band]
     assert figures.in_band >= figures.attempts - MOST_MISSES, misses
 

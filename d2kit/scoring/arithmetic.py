@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations, pairwise
+from typing import NamedTuple
 
 import pint
 
@@ -63,7 +64,8 @@ RESULT_MARKER = re.compile(
     # "~" alone is "about" ("~940 workers"); only a free-standing "~" is a result marker. "mean" is an average.
     r"≈|\s~\s|=|→|->|=>|⇒|\bso\b|\bthat'?s\b|\bthat is\b|\bgives?\b|\bgiving\b|\bmeans\b|\bwhich is\b|"
     r"\bi\.e\.|\bcomes? to\b|\btotal(?:s|ling)?\b|\bis (?:about|roughly|around|approximately|under|over)\b|"
-    r"\bor about\b|\bequals?\b|\bworks out\b|\bhence\b|\btherefore\b|\bneeding\b|\bresult|"
+    r"\bor about\b|\bequals?\b|\bworks? out(?: to)?\b|"
+    r"\b(?:adds? up|amounts?) to\b|\bhence\b|\btherefore\b|\bneeding\b|\bresult|"
     r"\b(drains?|drained|clears?|cleared)\b(\s+\w+){0,2}\s+(in|within)\b",  # a backlog's drain time: count ÷ rate
     re.I,
 )
@@ -80,11 +82,11 @@ DIVIDE = ("/", "÷", "divided by")
 TOLERANCE = 0.5
 
 DIMENSIONS: dict[str, re.Pattern[str]] = {
-    "throughput": re.compile(r"/\s?(s|sec|min|h|hr|day)\b|per (second|minute|hour|day)|qps|rps|tps|throughput|"
-                             r"rate|executions?|dispatch", re.I),
+    "throughput": re.compile(r"/\s?(s|sec|min|h|hr|day)\b|(per|an?|each|every) (second|minute|hour|day)\b|qps|rps|"
+                             r"tps|throughput|rate|executions?|dispatch", re.I),
     "storage": re.compile(r"\b[KMGTP]i?B\b|bytes?|storage|disk|rows?|retention|table size|dead tuples", re.I),
-    "concurrency": re.compile(r"workers?|concurren|in flight|running at once|slots?|cores?|connections?|pollers?",
-                              re.I),
+    "concurrency": re.compile(r"workers?|concurren|in flight|running (at once|jobs|runs)|at (once|the same time)|"
+                              r"simultaneous|in parallel|slots?|cores?|connections?|pollers?", re.I),
     "network": re.compile(r"bandwidth|[KMG]bps|network|egress|ingress|[KMG]B/s", re.I),
     "growth": re.compile(r"\b10\s?[x×]|growth|grow|per (month|year)|/\s?(month|year)|next year|headroom", re.I),
 }
@@ -263,11 +265,15 @@ def _is_result(gap: str) -> bool:
     return bool(markers) and bool(RESULT_HEDGE.fullmatch(gap[markers[-1].end():]))
 
 
-def check_steps(text: str, qs: list[Quantity], rates: frozenset[pint.Quantity] = frozenset()
-                ) -> tuple[bool, str, bool]:
-    """Every result of the sentence against what comes before it, with pint.
+class Steps(NamedTuple):
+    holds: bool  # no step is wrong
+    correction: str  # the first wrong step's
+    verified: bool  # some step was verified
+    wrong_at: int = -1  # the index of the first wrong result in the sentence's quantities
 
-    (no step is wrong, the first correction, some step was verified).
+
+def check_steps(text: str, qs: list[Quantity], rates: frozenset[pint.Quantity] = frozenset()) -> Steps:
+    """Every result of the sentence against what comes before it, with pint.
 
     A result holds when it follows from the expression right before it (directly, by a bare
     conversion factor, or through one other number of the sentence: "6,000 running; at 30 per
@@ -294,14 +300,21 @@ def check_steps(text: str, qs: list[Quantity], rates: frozenset[pint.Quantity] =
                 not _comparable(text, qs, lefts[-1], right.amount):
             # An expression, or an input ("1 KB per job, so 10M jobs = 10 GB"): the next result checks it. What
             # follows an expression is its result, even if more follows ("830 ÷ 20 s ≈ 41 jobs, so 41 workers").
+            # An expression that opens with a result ("8,300/s × 86,400 s ≈ 7.2 billion/day × 200 B ≈ ...") has
+            # that result checked first, or its error would hide behind the step that uses it.
+            if run[1] > run[0] and right.has_unit and _restates(_expression(text, qs, *lefts[-1]), right.amount):
+                verdict, holds = _judge(text, qs, runs[:index + 1], lefts, (run[0], run[0]), rates)
+                if verdict:
+                    return Steps(False, verdict, verified, run[0])
+                verified = verified or holds
             continue
         if not right.has_unit and not any(qs[i].has_unit for left in lefts for i in range(left[0], left[1] + 1)):
             continue
         verdict, holds = _judge(text, qs, runs[:index + 1], lefts, run, rates)
         if verdict:
-            return False, verdict, verified
+            return Steps(False, verdict, verified, run[0])
         verified = verified or holds
-    return True, "", verified
+    return Steps(True, "", verified)
 
 
 def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts: list[tuple[int, int]],
@@ -333,6 +346,7 @@ def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts:
         or _sum_of_earlier(text, qs, earlier, target)
         or _rate_left_implicit(qs, nearest, value, target, rates)
         or _per_window(qs, nearest, value, target)
+        or _period_divided_out(text, qs, nearest, value, target)
     )
     if comparable and not direct and not _is_bytes(target) and not target.dimensionless:  # contradicted further back
         far = _expression(text, qs, *comparable[0])
@@ -349,6 +363,14 @@ def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts:
         # be, in the writer's units; "10M × 1 KB = 10 GB per second", "830 ÷ 20 s ≈ 41 jobs": in other units.
         return _correction(text, qs, nearest, right, f"the expression gives {_show(value)}"), False
     return (_correction(text, qs, nearest, right, through_correction) if through_correction else ""), False
+
+
+def _restates(value: pint.Quantity, target: pint.Quantity) -> bool:
+    """``target`` can be what ``value`` comes to: the same dimension, or a total written per window ("/day")."""
+    if target.dimensionless:
+        return False
+    return value.dimensionality == target.dimensionality or \
+        (value / target).dimensionality == units().Quantity(1, "second").dimensionality
 
 
 def _units_left_off(qs: list[Quantity], run: tuple[int, int]) -> bool:
@@ -390,6 +412,22 @@ def _per_window(qs: list[Quantity], run: tuple[int, int], value: pint.Quantity, 
     return False
 
 
+def _period_divided_out(text: str, qs: list[Quantity], run: tuple[int, int], value: pint.Quantity,
+                        target: pint.Quantity) -> bool:
+    """"10M per day / 86,400 s ≈ 116/s": the rate divided by the seconds in its own period, a unit conversion."""
+    for index in range(run[0] + 1, run[1] + 1):
+        window = qs[index].amount
+        if _joined_by_operator(text, qs[index - 1], qs[index]) in DIVIDE and \
+                window.dimensionality == units().Quantity(1, "second").dimensionality and \
+                any(_close(window.to(unit).magnitude, 1) and abs(window.to(unit).magnitude - 1) < 0.01
+                    for unit in ("minute", "hour", "day")):
+            rate = value * window
+            if rate.dimensionality == target.dimensionality and _close(rate.to(target.units).magnitude,
+                                                                       target.magnitude):
+                return True
+    return False
+
+
 def stated_rates(texts: list[str]) -> frozenset[pint.Quantity]:
     """Every rate written in ``texts`` ("72M rows/day", "50k/min"), as written."""
     return frozenset(q.amount for text in texts for q in quantities(text)
@@ -418,8 +456,10 @@ def _through_one_more(left: pint.Quantity, right: Quantity, others: list[pint.Qu
 
 
 @lru_cache(maxsize=4096)  # each check of the rubric that reads the arithmetic asks again
-def find_calculation(text: str, rates: frozenset[pint.Quantity] = frozenset()) -> tuple[int, bool, str] | None:
-    """(index of the derived quantity, whether every step checks out, the correction) for ``text``."""
+def find_calculation(text: str, rates: frozenset[pint.Quantity] = frozenset()
+                     ) -> tuple[int, bool, str, int] | None:
+    """(index of the derived quantity, whether every step checks out, the correction, the index of the wrong
+    result or -1) for ``text``."""
     qs = quantities(text)
     for j in range(1, len(qs)):
         earlier = qs[:j]
@@ -432,10 +472,13 @@ def find_calculation(text: str, rates: frozenset[pint.Quantity] = frozenset()) -
         if any(q.amount.magnitude == qs[j].amount.magnitude and q.amount.units == qs[j].amount.units
                for q in earlier):
             continue  # restating a number is not deriving one
-        holds, correction, verified = check_steps(text, qs, rates)
-        if holds and not verified and all(q.amount.dimensionless for q in qs):
+        steps = check_steps(text, qs, rates)
+        if steps.holds and not steps.verified and all(q.amount.dimensionless for q in qs):
             return None  # "4 shards; partition = hash(job_id) % 256": counts that nothing shows are derived
-        return j, holds, correction
+        if steps.holds and not steps.verified and not qs[j].has_unit and sum(q.has_unit for q in earlier) < 2 and \
+                all(a == b for a, b in _runs(text, qs)):
+            return None  # "down 2 hours → fine, since there are 3": nothing was combined into the bare number
+        return j, steps.holds, steps.correction, steps.wrong_at
     return None
 
 
@@ -450,19 +493,41 @@ def _sentences(doc: Document) -> list[tuple[str, Callable[[int], int]]]:
     return out
 
 
+def _same_figure(a: pint.Quantity, b: pint.Quantity) -> bool:
+    """"8,300/s" again, or "170k" for "170,000 writes/s" with its unit left off (a figure that large is no
+    coincidence)."""
+    if a.dimensionality == b.dimensionality:
+        return b.magnitude != 0 and abs(a.to(b.units).magnitude / b.magnitude - 1) < 0.01
+    return (a.dimensionless or b.dimensionless) and a.magnitude >= 100 and abs(a.magnitude / b.magnitude - 1) < 0.01
+
+
 def calculations(doc: Document) -> list[Calculation]:
+    """Every derivation, in document order. One built on a figure an earlier step got wrong does not check
+    out either ("50,000 / 60 ≈ 8,300/s" then "8,300/s × 2 s = 16,600 running"): its result is as far off."""
     seen: set[str] = set()
     found = []
     every = _sentences(doc)
     rates = stated_rates([sentence for sentence, _ in every])
+    wrong_figures: list[tuple[pint.Quantity, str, int]] = []  # (figure, as written, line)
     for sentence, line_of in every:
         key = " ".join(sentence.lower().split())
         hit = find_calculation(sentence, rates)
         if hit is None or key in seen:
             continue
         seen.add(key)
-        index, ok, correction = hit
-        derived = quantities(sentence)[index]
+        index, ok, correction, wrong_at = hit
+        qs = quantities(sentence)
+        derived = qs[index]
+        if ok:
+            inherited = next(((q, figure) for q in qs[:index] for figure in wrong_figures
+                              if _same_figure(q.amount, figure[0])), None)
+            if inherited:
+                (_, written, line) = inherited[1]
+                ok, correction = False, f"built on {written}, which line {line} got wrong"
+                wrong_at = index
+        if not ok and wrong_at >= 0:
+            wrong = qs[wrong_at]
+            wrong_figures.append((wrong.amount, sentence[wrong.start:wrong.end].strip(), line_of(wrong.start)))
         dims = frozenset(name for name, p in DIMENSIONS.items() if p.search(sentence))
         found.append(Calculation(Evidence.quote(line_of(derived.start), sentence), dims, ok, correction))
     return found

@@ -21,7 +21,11 @@ from d2kit.scoring.evidence import (
     pattern,
 )
 
-SEMANTICS = pattern(r"at[- ]least[- ]once", r"at[- ]most[- ]once", r"exactly[- ]once")
+# The guarantee in plain words: "a run may happen more than once but is never lost" is at-least-once.
+AT_LEAST_ONCE_PLAIN = (r"(more than once|twice|again)\b.{0,40}\b(never|not) (\w+ ){0,2}(lost|dropped|skipped|"
+                       r"missed|silently)",
+                       r"\bnever (\w+ ){0,3}(lost|dropped|skipped|missed)\b.{0,40}\b(more than once|twice|duplicat)")
+SEMANTICS = pattern(r"at[- ]least[- ]once", r"at[- ]most[- ]once", r"exactly[- ]once", *AT_LEAST_ONCE_PLAIN)
 DELIVERY_LIMIT = pattern(
     r"exactly[- ]once.{0,120}\b(not (achievable|possible)|impossible|cannot|can'?t|requires?|needs?|only with|"
     r"only if|cooperat|effectively)",
@@ -29,6 +33,8 @@ DELIVERY_LIMIT = pattern(
     r"at[- ]least[- ]once.{0,120}\bidempoten",
     r"(exactly[- ]once|duplicate|twice|more than once).{0,120}\b(idempoten|fencing|dedup)",
     r"at[- ]least[- ]once.{0,160}\b(drop|ignore|skip|discard|detect)s? (the )?(repeats?|duplicates?|second (run|copy))",
+    r"(can'?t|cannot|can ?not|no way to|never) (promise|guarantee|offer)\W+(\w+\W+){0,2}(only|exactly)[- ]once",
+    r"\b(make|makes|making) (a |the )?(repeats?|duplicates?|retr(y|ies)|re-?runs?|second runs?) harmless",
 )
 
 LATENCY = pattern(r"\blate\b", r"latency", r"lateness", r"\bon time\b", r"start(s|ed)? within", r"fires? within",
@@ -37,7 +43,7 @@ TIME_TARGET = pattern(r"\d\s?(ms|s|sec|seconds?|mins?|minutes?)\b")
 ORDERING = pattern(r"\bordering\b", r"\bordered\b", r"serializ", r"serialis", r"\bfifo\b", r"in order(?! to)",
                    r"\bsequential", r"one at a time", r"\boverlap")
 TENANCY = pattern(r"multi-?tenan", r"noisy neighbo",
-                  r"tenants?\b.{0,80}\b(isolat|fair|caps?\b|quota|share|limit|trust)",
+                  r"(tenant|customer|team|account)s?\b.{0,80}\b(isolat|fair|caps?\b|quota|share|limit|trust)",
                   r"(isolat|fair|caps?\b|quota|limit).{0,80}\btenants?\b", r"single (trusted )?(user|tenant)")
 
 # The words practitioners use for the same mechanisms (SQS, Chubby, ZooKeeper, Raft, Cassandra, DynamoDB,
@@ -51,7 +57,7 @@ LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[
                 r"(claim|lock|reservation|ownership|session)s? (expires?|runs? out|times? out|lapses?)",
                 r"(ephemeral (node|key)|session) .{0,40}(expir|ttl|alive)",
                 r"(extends?|renews?|pushes? (back|forward)) (the |its )?(expiry|deadline|visibility)",
-                r"\b(claimed|locked|leased|reserved|held)_until\b", r"\brenew(s|als?)? every \d",
+                r"\b(claimed|locked|leased|reserved|held)_until\b", r"\brenew(s|ed|als?)? every \d",
                 r"\b(expires|lease|claim|deadline)_at\b", r"\b(extends?|renews?) (it|them) every",
                 r"\bholds?\b.{0,30}\b(runs? out|expir\w*|times? out|lapses?)")
 LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
@@ -59,7 +65,8 @@ LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
                   r"\bsequencer\b", r"\b(raft )?term number", r"(only|ever) (grows|increases|goes up)",
-                  r"\b(attempt|claim|ownership|delivery|receive|lease)[_ ](number|no|num|count|counter|version)\b"
+                  # any number the store compares for order: attempt, claim, ticket, sequence, run number
+                  r"\b\w+[_ ](number|no|num|count|counter|version)\b(?! of)"
                   r".{0,80}\b(higher|greater|highest|increment|bump|older|lower|stale)",
                   r"\bzxid",
                   r"(adds? one to|increments?|bumps?) (the |its |a )?(\w+'?s? )?(\w+ )?"
@@ -98,12 +105,13 @@ REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other|a s
                    r"(schedulers?|planners?|dispatchers?|instances|coordinators?|owners?|pollers?|consumers?|leaders|"
                    r"nodes|standbys)",
                    r"more than one (scheduler|planner|dispatcher|owner|poller|consumer)",
-                   r"both (replicas|schedulers)", r"\bby both\b", r"\btwice\b", r"double[- ]?(fire|dispatch|run)",
+                   r"both (replicas|schedulers)", r"\btwice\b", r"double[- ]?(fire|dispatch|run)",
                    r"duplicate")
 WHY = pattern(r"because", r"\bso that\b", r"\bwhich means\b", r"rather than", r"instead of", r"\bif (a|the|one) "
               r"(replica|leader|scheduler)", r"whichever", r"however (it|many)", r"no matter", r"failover",
               r"\bwhy\b", r"failure profile", r"\bwithout\b", r"switch[- ]?over", r"\btake-?over", r"\beven if\b",
-              r"\bhand-?over\b", r"\brebalanc")
+              r"\bhand-?over\b", r"\brebalanc", r"single point of failure",
+              r"\bno (single )?(leader|master|boss|coordinator|primary)\b")
 
 CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thundering herd", r"late[- ]start",
                    r"\bstampede",
@@ -122,6 +130,8 @@ PACING = pattern(r"rate[- ]limit", r"\bpac(e|ed|ing)\b", r"admission", r"token b
 TENANT_CAPS = pattern(rf"(per[- ]{TENANT}|{TENANT}).{{0,40}}\b(cap|limit|quota|max)", r"concurrency (cap|limit)",
                       r"\bquotas?\b", rf"\b(cap|limit|maximum)s? (per|for each|on each) {TENANT}",
                       rf"{TENANT}\W+(\w+\W+){{0,2}}(slots?|maximums?)\b",
+                      rf"{TENANT}\b.{{0,60}}\b(fixed|own|set) share\b",
+                      r"\b(at|over|past|above|reached) (their|its) (share|limit|cap|quota|maximum)\b",
                       rf"{TENANT}\b.{{0,30}}\b(at most|no more than|up to) \d+\b.{{0,30}}\b"
                       r"(running|at once|concurrent|at a time|in flight|going)")
 FAIR_QUEUING = pattern(r"fair[- ]?(queu|shar|schedul)", r"\bweighted\b", r"(shares?|claims?)\b.{0,30}\bby weight",
@@ -129,7 +139,7 @@ FAIR_QUEUING = pattern(r"fair[- ]?(queu|shar|schedul)", r"\bweighted\b", r"(shar
                        rf"(take|serve|pick)s? {TENANT} in turn", rf"(one|each) queue per {TENANT}")
 DURATION_POOLS = pattern(r"(separate|dedicated|own) (worker )?pools?", r"pools? (by|for) (expected )?duration",
                          r"long (jobs|runs) (only )?(run )?on (the )?(long|separate|dedicated|own)",
-                         r"(jobs|runs) longer than\b.{0,30}\b(own|separate|dedicated|long)\b.{0,20}"
+                         r"(jobs|runs) (longer than|over|above)\b.{0,30}\b(own|separate|dedicated|long)\b.{0,20}"
                          r"(machines|pool|workers|fleet|queue)",
                          r"(separate|dedicated|own) (machines|fleet|queue) for (long|short)",
                          r"long[- ]running (pool|queue|workers)", r"(short|long) pool", r"\bbulkhead",
@@ -145,9 +155,11 @@ DISPATCHED_VS_COMPLETED = pattern(
     r"complet\w*.{0,60}\b(vs\.?|versus|is not|isn'?t|not the same|different from).{0,30}dispatch",
     r"dispatched.{0,40}\b(but|and) (not |never )?(completed|finished|succeeded)",
     r"(terminal|final) state", r"succeeded\b.{0,80}\b(dead|failed|lost)", r"completion (record|ack)",
+    r"\b(tell|distinguish|separate)s?\b.{0,30}\b(handed|sent|dispatched|started|given)\b.{0,40}\b(from|and)\b.{0,20}\b(finished|completed|"
+    r"done|succeeded)",
 )
 PROMISE = pattern(r"at[- ]least[- ]once (means|promises|guarantee)", r"(promise|guarantee)s? (the user|that)",
-                  r"idempoten")
+                  r"idempoten", r"\bwhat we (promise|guarantee)\b")
 
 STORAGE = pattern(r"postgres", r"skip locked", r"\bdatabase\b", r"\bsql\b", r"\bstore\b", r"\bstorage\b")
 STORAGE_LIMIT = pattern(r"\bbreaks?\b", r"stops? (working|scaling)", r"\blimits?\b(?!\s*\d)", r"ceiling", r"saturat",
@@ -160,9 +172,9 @@ STORAGE_NEXT = pattern(r"partition", r"\bshard", r"\bbatch", r"move (to|the)", r
 
 ONE_CLOCK = pattern(r"(database|\bdb|postgres|server|store)'?s? (own )?(clock|now\(\)|time)", r"single clock",
                     r"one clock", r"monotonic", r"elapsed time", r"\bstopwatch",
-                    r"never compare(s|d)? (wall )?(clocks|times?|timestamps?)", r"same clock",
+                    r"never compare(s|d)? (a |the )?(wall )?(clocks|times?|timestamps?)", r"same clock",
                     r"(on|by) (its|one|a single|the same) (own )?(machine|node)'?s? (clock|timer)",
-                    r"never compare a time", r"time(s|stamps?)? (written|taken) (by|on) (one|the same) (machine|node)",
+                    r"time(s|stamps?)? (written|taken) (by|on) (one|the same) (machine|node)",
                     r"(decided|judged|measured|checked) (only )?(by|on) (the )?(store|database|db|server)\b",
                     r"its own now\(\)", r"the only clock")
 SKEW = pattern(r"clock skew", r"\bskew", r"\bntp\b", r"\bdrift", r"wall[- ]clock",
@@ -172,6 +184,13 @@ SKEW = pattern(r"clock skew", r"\bskew", r"\bntp\b", r"\bdrift", r"wall[- ]clock
 def _deep_dive_first(doc: Document) -> list[Unit]:
     """All units, the deep dive and failure sections first: where a mechanism is explained, not just named."""
     return doc.section_units(6) + doc.section_units(7) + [u for u in doc.content_units() if u.section not in (6, 7)]
+
+
+def _designed(doc: Document) -> list[Unit]:
+    """Where the design's own mechanisms are: everything but section 9, which names what was *not* built and why
+    ("I rejected a leader cluster because it brings split brain, clock skew and fencing"). A mechanism named only
+    there is not in the design; the reason it was chosen may still be given there."""
+    return [u for u in _deep_dive_first(doc) if u.section != 9]
 
 
 def clarifications(doc: Document) -> Finding:
@@ -204,17 +223,22 @@ def clarifications(doc: Document) -> Finding:
     ])
 
 
+# "Exactly-once: impossible, so we don't try" says what cannot be had, not which guarantee the design gives.
+CHOSEN_SEMANTICS = pattern(r"at[- ]least[- ]once", r"at[- ]most[- ]once", *AT_LEAST_ONCE_PLAIN,
+                           r"exactly[- ]once(?!\W+(\w+\W+){0,3}(is |was )?(impossible|not (possible|achievable)))")
+
+
 def delivery_semantics(doc: Document) -> Finding:
     units = doc.content_units()
     return combine([
-        (0.5, component(units, SEMANTICS, "no delivery guarantee is chosen")),
+        (0.5, component(units, CHOSEN_SEMANTICS, "no delivery guarantee is chosen")),
         (0.5, component(units, DELIVERY_LIMIT,
                         "nothing says exactly-once execution needs the job's cooperation (idempotency, fencing)")),
     ])
 
 
 def lease_fencing(doc: Document) -> Finding:
-    units = _deep_dive_first(doc)
+    units = _designed(doc)
     return combine([
         (3 / 8, component(units, LEASE, "no worker lease or heartbeat that expires", also=LIVENESS)),
         (2 / 8, component(units, FENCING, "no fencing token per attempt")),
@@ -224,7 +248,7 @@ def lease_fencing(doc: Document) -> Finding:
 
 
 def replica_double_fire(doc: Document) -> Finding:
-    units = _deep_dive_first(doc)
+    units = _designed(doc)
     mechanism = component(units, DOUBLE_FIRE_MECHANISM,
                           "no mechanism (unique (job, fire time), claim CAS, leader lease) stops a double fire")
     # The rubric's partial is "a mechanism named without its failure profile": the why is what makes it full.
@@ -234,8 +258,9 @@ def replica_double_fire(doc: Document) -> Finding:
                         also=REPLICAS)),
         # Once a mechanism is used, rejecting another with a reason ("we rejected SKIP LOCKED because ...") is
         # the reason for the choice.
-        (0.4, component(units, DOUBLE_FIRE_MECHANISM, "no reason or failure profile for the mechanism chosen",
-                        also=WHY, deniable=not mechanism.evidence)),
+        (0.4, component(_deep_dive_first(doc) if mechanism.evidence else units, DOUBLE_FIRE_MECHANISM,
+                        "no reason or failure profile for the mechanism chosen", also=WHY,
+                        deniable=not mechanism.evidence)),
     ])
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from d2kit.scoring.document import Document, Item, Unit, is_question, sentences, split_items
 from d2kit.scoring.evidence import Evidence, Finding, pattern
-from d2kit.scoring.negation import affirmed
+from d2kit.scoring.negation import affirmed, is_denied
 from d2kit.scoring.prose import word_count
 
 LEGS: dict[str, re.Pattern[str]] = {
@@ -197,11 +197,23 @@ def triads(doc: Document) -> Finding:
     return Finding(round(min(1.0, fraction), 4), evidence, missing)
 
 
+# "A network partition doesn't really apply here": a failure named to be waved away is not analysed.
+DISMISSED = re.compile(r"^[\w\s'-]{0,30}?\b((does|do)(n'?t| not) (really |even )?(apply|arise|come up)|"
+                       r"(can|could)(n'?t| not) (really |even )?(happen|occur)|(is|are)(n'?t| not) (really )?"
+                       r"(a concern|an issue|a problem|a risk|relevant|applicable)|not applicable)\b", re.I)
+
+
+def _analysed(class_pattern: re.Pattern[str], text: str) -> bool:
+    """Whether ``text`` names the failure class other than to deny or dismiss it."""
+    return any(not is_denied(text, m.start(), m.end()) and not DISMISSED.match(text[m.end():m.end() + 80])
+               for m in class_pattern.finditer(text))
+
+
 def coverage(doc: Document) -> Finding:
     items = failure_items(doc)
     result = Finding(0.0)
     for name, class_pattern in FAILURE_CLASSES.items():
-        matching = [i for i in items if class_pattern.search(i.text)]
+        matching = [i for i in items if _analysed(class_pattern, i.text)]
         best = max(matching, key=lambda i: len(i.legs), default=None)
         if best is None or len(best.legs) < 2:
             result.missing.append(f"{name}: not analysed with detection, containment and recovery")

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 
+from d2kit.scoring.concepts import FENCING, LEASE
 from d2kit.scoring.document import Document, Item, Unit, split_items
 from d2kit.scoring.evidence import Evidence, Finding, pattern
+from d2kit.scoring.negation import affirmed
 from d2kit.scoring.prose import REASON, is_prose
 from d2kit.scoring.wrong_answers import COOPERATION
 
@@ -42,6 +44,9 @@ WRONG_PREMISE = pattern(r"\b(doesn'?t|does not|cannot|can'?t|won'?t|no|never)\b 
 # A sentence that opens by rejecting something: one alternative of a paragraph that rejects several.
 REJECTION_LEAD = re.compile(r"^\W*(i|we)\s+(also\s+)?(turned down|rejected|ruled out|decided against|passed on|"
                             r"considered and rejected|chose not to|did not (choose|pick|use))\b", re.I)
+# The partitioned worker's answer (a lease that expires, a token the store checks): rejecting it while the design
+# puts nothing in its place is the answer key's wrong answer, re-dispatch without a token, given as a reason.
+FOLLOW_UP_ANSWERS = (LEASE, FENCING)
 NAMED_ONLY_SHARE = 1 / 15  # 1 point of 15 each
 NAMED_ONLY_CAP = 2 / 15
 
@@ -69,6 +74,13 @@ def _one_per_sentence(item: Item) -> list[Item]:
             for a, b in zip(cuts, cuts[1:], strict=False)]
 
 
+def _rejects_what_the_design_lacks(item: Item, design: list[Unit]) -> bool:
+    """``item`` rejects a lease or a fencing token and no sentence outside section 9 has one."""
+    return any(mechanism.search(item.title) and
+               not any(affirmed(mechanism, sentence) for unit in design for _, sentence in unit.statements())
+               for mechanism in FOLLOW_UP_ANSWERS)
+
+
 def rejections(doc: Document) -> Finding:
     section = doc.sections.get(9)
     if section is None:
@@ -79,6 +91,7 @@ def rejections(doc: Document) -> Finding:
     reasoned, named_only = [], []
     missing = []
     credit = 0.0
+    design = [u for u in doc.content_units() if u.section != 9]
     for item in items:
         has_sentence = any(u.prose or (u.has_columns and u.words >= MIN_REJECTION_WORDS) for u in item.units)
         reason_unit = next((u for u in item.units if REASON.search(_after_title(u, item))), None)
@@ -90,6 +103,10 @@ def rejections(doc: Document) -> Finding:
             named_only.append(item)
             missing.append(f"'{item.title}' (line {item.first_line}): the reason is a wrong answer, faulting it for "
                            "lacking exactly-once execution, which no system gives without the job's cooperation")
+        elif reason_unit is not None and _rejects_what_the_design_lacks(item, design):
+            named_only.append(item)
+            missing.append(f"'{item.title}' (line {item.first_line}): rejects the partitioned worker's answer (a lease "
+                           "that expires, a token the store checks) and the design puts nothing in its place")
         elif reason_unit is not None and item.words >= MIN_REJECTION_WORDS:
             quote = Evidence.of(reason_unit, REASON)
             shown = quote.text if quote.text.startswith(item.title) else f"[{item.title}] {quote.text}"
