@@ -4,14 +4,16 @@ These loops share one process; each round trip to the database is batched:
 
 * **claimer** (main thread) -- ``d2_claim`` for up to the free slots; polls every ``poll_seconds`` when
   there is nothing ready, goes again at once when a batch came back full.
-* **executor** -- a thread per attempt runs its handler; a finished handler queues its result. An attempt past
-  its max runtime (the heartbeat answers ``timeout``) is asked to stop; a handler that has not stopped a
-  heartbeat period later is abandoned: its slot is freed and the attempt completed as failed, which the
-  database records as ``timed_out``. A thread cannot be killed, so an abandoned one that never ends is leaked
-  (its memory, a core if it spins, whatever connection or lock it holds); once ``max_abandoned`` of them are
-  still alive the worker **recycles**: it claims nothing more, lets its other handlers finish (each bounded by
-  its own max runtime), completes them, and exits with ``processes.RECYCLE_EXIT``, so its supervisor (``d2kit up``)
-  starts a fresh process -- exiting is the one way to end a thread.
+* **executor** -- ``concurrency`` handler threads, one per slot, each running the attempts handed to it one after
+  another (started once: starting a thread per attempt made the claimer wait for every start, and cost more than a
+  no-op handler); a finished handler queues its result. An attempt past its max runtime (the heartbeat answers
+  ``timeout``) is asked to stop; a handler that has not stopped a heartbeat period later is abandoned: its slot is
+  freed, a new thread takes its place, and the attempt is completed as failed, which the database records as
+  ``timed_out``. A thread cannot be killed, so an abandoned one that never ends is leaked (its memory, a core if
+  it spins, whatever connection or lock it holds); once ``max_abandoned`` of them are still alive the worker
+  **recycles**: it claims nothing more, lets its other handlers finish (each bounded by its own max runtime),
+  completes them, and exits with ``processes.RECYCLE_EXIT``, so its supervisor (``d2kit up``) starts a fresh
+  process -- exiting is the one way to end a thread.
 * **heartbeater** -- one ``d2_heartbeat`` per period for every attempt this process holds (running, or
   finished but not yet acknowledged): extends leases, reports skew, hears ``cancel`` / ``lost``. A failed one
   is retried after a short pause, so the leases are renewed as soon as the database is back.
@@ -137,6 +139,7 @@ class Worker:
         self.lock = threading.Lock()
         self.slot_freed = threading.Event()
         self.results: queue.Queue[tuple[int, bool, str | None]] = queue.Queue()
+        self.claimed: queue.SimpleQueue[Held] = queue.SimpleQueue()  # for the handler threads
         self.abandoned: list[threading.Thread] = []  # handler threads given up on; alive ones are leaked
         self.recycling = False
 
@@ -156,6 +159,8 @@ class Worker:
                    for loop in (self._heartbeat_loop, self._complete_loop, self._watch_leases)]
         for thread in threads:
             thread.start()
+        for _ in range(cfg.concurrency):
+            self._start_handler_thread()
         while not self.stop.is_set():
             if self.leaked() >= cfg.abandoned_limit:
                 log.error("%d abandoned handler threads are still running: recycling this worker", self.leaked())
@@ -174,9 +179,7 @@ class Worker:
                 self.stop.wait(RETRY_PAUSE_SECONDS)
                 continue
             for held in claimed:
-                held.thread = threading.Thread(target=self._execute, args=(held,), name=f"handler-{held.ctx.token}",
-                                               daemon=True)
-                held.thread.start()
+                self.claimed.put(held)
             if len(claimed) < want:
                 self.stop.wait(cfg.poll_seconds)
         if self.recycling:
@@ -220,6 +223,22 @@ class Worker:
             return sum(1 for h in self.held.values() if not h.finished)
 
     # -- executor --------------------------------------------------------------------------------
+    def _start_handler_thread(self) -> None:
+        threading.Thread(target=self._handler_thread, name="handler", daemon=True).start()
+
+    def _handler_thread(self) -> None:
+        """Runs claimed attempts one after another, until one of them is abandoned: this thread is then left to
+        its hung handler (and ends if that ever returns); another has taken its place."""
+        while True:
+            held = self.claimed.get()
+            with self.lock:
+                if held.abandoned:  # given up on before it started: nothing to run
+                    continue
+                held.thread = threading.current_thread()
+            self._execute(held)
+            if held.abandoned:
+                return
+
     def _execute(self, held: Held) -> None:
         # Handler start on the database clock: dispatch time (database) + time elapsed here since the claim
         # returned (monotonic). A lower bound -- it never lands after the database's finished_at.
@@ -307,6 +326,7 @@ class Worker:
         held.abandoned = held.finished = True
         if held.thread is not None:
             self.abandoned.append(held.thread)
+            self._start_handler_thread()  # the slot's new thread; the abandoned one is left to its handler
         self.slot_freed.set()
         self.results.put((held.ctx.token, False, f"max runtime exceeded: the handler did not stop within "
                                                  f"{self.config.heartbeat_every:g} s of being cancelled; abandoned"))

@@ -25,8 +25,13 @@ def test_offered_load_runs_the_full_path_and_loses_nothing():
     assert run["lost_occurrences"] == 0
     assert run["fire_lag_ms"]["p99"] is not None  # every occurrence has an attempt with a start time
     assert run["executions_per_second"] > 0
-    writes = run["row_writes_per_execution"]  # an occurrence insert, a claim and a completion at the least
+    cost = run["cost_per_execution"]
+    writes = cost["row_writes"]  # an occurrence insert, a claim and a completion at the least
     assert writes["total"] >= 5 and {"occurrences", "attempts", "jobs"} <= set(writes["per_table"])
+    assert cost["wal_bytes"] > 0 and cost["index_entries_at_most"] >= writes["per_table"]["occurrences"]
+    # Every execution is completed by some call, which completes one or more (idle polls are d2_claim calls too).
+    assert cost["calls"]["d2_claim"] > 0 and 0 < cost["calls"]["d2_complete"] <= 1
+    assert cost["database_us"]["d2_complete"] > 0
     assert {"postgres", "worker", "scheduler", "machine"} <= set(run["cpu_percent"])
     assert run["peak_rss_mb"]["worker"] > 0
     assert any(row["completed_per_s"] for row in run["series"])

@@ -115,3 +115,31 @@ def test_python_names_what_the_schema_constrains(engine):
     assert reached["attempt"] == set(states.ATTEMPT_STATES)
     assert set(re.findall(r"'(\w+)'::text", open_states)) == set(states.OCCURRENCE_OPEN)
     assert pools == set(states.POOLS)
+
+
+def test_materialise_records_every_fire_time_the_unique_key_refused(engine):
+    """A pass offering fire times that already have their occurrence (a stale cursor replayed) inserts nothing for
+    them and records each one, as many times as it was offered -- for jobs that allow overlap (the set-based INSERT)
+    and for one that does not (d2_enqueue)."""
+    materialise = text("SELECT d2_materialise(CAST(:jobs AS bigint[]), CAST(:fires AS timestamptz[]),"
+                       " CAST(:reasons AS text[]), '{}', '{}', '{}')")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO tenants (id, api_key_hash) VALUES ('t', 'h')"))
+        allow, skip = conn.execute(text(
+            "INSERT INTO jobs (tenant_id, name, handler, pool, schedule_kind, cron, materialized_through,"
+            "                  overlap_policy)"
+            " VALUES ('t', 'a', 'noop', 'short', 'cron', '* * * * *', now(), 'allow'),"
+            "        ('t', 's', 'noop', 'short', 'cron', '* * * * *', now(), 'skip') RETURNING id")).scalars().all()
+        first = ["2030-01-01 00:00+00", "2030-01-01 00:01+00"]
+        assert conn.execute(materialise, {"jobs": [allow, allow, skip], "fires": [*first, first[0]],
+                                          "reasons": [None] * 3}).scalar_one() == 3
+        assert conn.execute(text("SELECT count(*) FROM duplicate_fire_refusals")).scalar_one() == 0
+        # Replayed: both of the first pass's fire times again (one of them twice), one new, and the skip job's.
+        offered = {"jobs": [allow, allow, allow, allow, skip], "reasons": [None] * 5,
+                   "fires": [first[0], first[0], first[1], "2030-01-01 00:02+00", first[0]]}
+        assert conn.execute(materialise, offered).scalar_one() == 1
+        refused = conn.execute(text("SELECT job_id, fire_at::text FROM duplicate_fire_refusals ORDER BY 1, 2")).all()
+        assert [(job, fire[:16]) for job, fire in refused] == [
+            (allow, "2030-01-01 00:00"), (allow, "2030-01-01 00:00"), (allow, "2030-01-01 00:01"),
+            (skip, "2030-01-01 00:00")]
+        assert conn.execute(text("SELECT count(*) FROM occurrences")).scalar_one() == 4

@@ -30,6 +30,7 @@ import psutil
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import ProgrammingError
 
+from d2kit import capacity
 from reference_impl import cleaner, db
 from reference_impl.cluster import LocalCluster
 
@@ -353,6 +354,16 @@ def seed_history(engine: Engine, executions: int, tenants: int, progress: Progre
             progress(f"no CHECKPOINT before measuring: {exc.orig}")
 
 
+def _track_functions(engine: Engine) -> None:
+    """Count calls and time of the d2_* functions in every later session (cost_per_execution). A superuser's
+    setting: where DATABASE_URL's role may not, the run goes on without those two figures."""
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f'ALTER DATABASE "{engine.url.database}" SET track_functions = \'pl\''))
+    except ProgrammingError:
+        pass
+
+
 @contextmanager
 def rig(shape: ClusterShape, prepare: Callable[[Engine], None] | None = None) -> Iterator[Rig]:
     """A fresh database on the server in use, ``shape``'s processes running on it; all removed afterwards.
@@ -363,6 +374,7 @@ def rig(shape: ClusterShape, prepare: Callable[[Engine], None] | None = None) ->
             conn.execute(text(
                 "INSERT INTO tenants (id, api_key_hash, max_running) SELECT 'bench-' || i, md5('bench-' || i), 100000"
                 " FROM generate_series(0, :n - 1) AS i"), {"n": shape.tenants})
+        _track_functions(engine)
         seed_history(engine, HISTORY_ROWS, shape.tenants, quiet)
         if prepare is not None:
             prepare(engine)
@@ -444,29 +456,72 @@ def fire_lag(engine: Engine, since: datetime, until: datetime) -> Lag:
     return Lag(row.n, p[0], p[1], p[2], row.max)
 
 
-# Rows inserted, updated and deleted per table as PostgreSQL counts them (pg_stat_user_tables): what an execution
-# really writes -- job cursor, claim bounds, occurrence, attempt, archive move -- read as a delta over a run. A
-# backend publishes its counts at most about a second after its transaction, hence the pause before the second
-# reading. The processes table is liveness, per process rather than per execution, and is left out.
-ROW_WRITES_SQL = text("SELECT relname, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables"
-                      " WHERE relname <> 'processes'")
+# What one execution costs the database, read as deltas over a run and divided by the executions it finished:
+# * row writes per table (pg_stat_user_tables: inserted + updated + deleted) -- job cursor, claim bounds,
+#   occurrence, attempt, archive move; the processes table is liveness, per process rather than per execution;
+# * index entries, at most: every insert and every update that is not HOT adds an entry to each index of its table
+#   (a partial index only when the row matches its predicate, hence "at most"); HOT updates add none;
+# * WAL bytes (pg_current_wal_lsn: the whole server's, so the bench's database must be alone on it);
+# * transactions (pg_stat_database): a worker's calls are one statement each in autocommit, so for them a
+#   transaction is one round trip; a scheduler pass is one transaction of a few statements;
+# * calls and database time per execution of each d2_* function (pg_stat_user_functions, which needs
+#   track_functions = 'pl' on the database: rig() sets it where the role may; else these two are left out).
+# A backend publishes its counts at most about a second after its transaction, hence the pause before the second
+# reading.
+COST_TABLES_SQL = text(
+    "SELECT s.relname, s.n_tup_ins, s.n_tup_upd, s.n_tup_del, s.n_tup_hot_upd,"
+    "       (SELECT count(*) FROM pg_index i WHERE i.indrelid = s.relid) AS indexes"
+    " FROM pg_stat_user_tables s WHERE s.relname <> 'processes'")
+COST_TOTALS_SQL = text(
+    "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn,"
+    "       (SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database())")
+COST_FUNCTIONS_SQL = text("SELECT funcname, calls, total_time FROM pg_stat_user_functions WHERE funcname LIKE 'd2%'")
 STATS_FLUSH_SECONDS = 2.0
 
 
-def row_writes(engine: Engine) -> dict[str, int]:
-    """Rows written so far per table; a day's history partition counts as execution_history."""
-    totals: dict[str, int] = {}
+def cost_counters(engine: Engine) -> dict[str, Any]:
+    """The database's running totals that ``cost_per_execution`` turns into deltas; a day's history partition
+    counts as execution_history."""
+    rows: dict[str, int] = {}
+    index_entries = updates = hot = 0
     with engine.begin() as conn:
-        for name, rows in conn.execute(ROW_WRITES_SQL):
+        for name, ins, upd, dele, hot_upd, indexes in conn.execute(COST_TABLES_SQL):
             table = re.sub(r"_\d{8}$", "", name)
-            totals[table] = totals.get(table, 0) + rows
-    return totals
+            rows[table] = rows.get(table, 0) + ins + upd + dele
+            index_entries += (ins + upd - hot_upd) * indexes
+            updates, hot = updates + upd, hot + hot_upd
+        wal, transactions = conn.execute(COST_TOTALS_SQL).one()
+        functions = {name: (calls, ms) for name, calls, ms in conn.execute(COST_FUNCTIONS_SQL)}
+    return {"rows": rows, "index_entries": index_entries, "updates": updates, "hot_updates": hot,
+            "wal_bytes": int(wal), "transactions": transactions, "functions": functions}
 
 
-def row_writes_per_execution(before: dict[str, int], after: dict[str, int], executions: int) -> dict[str, Any]:
-    per_table = {table: round((rows - before.get(table, 0)) / executions, 2)
-                 for table, rows in sorted(after.items()) if rows > before.get(table, 0)} if executions else {}
-    return {"executions": executions, "per_table": per_table, "total": round(sum(per_table.values()), 2)}
+def cost_per_execution(before: dict[str, Any], after: dict[str, Any], executions: int) -> dict[str, Any]:
+    """Per execution finished between the two readings, next to the design's estimate (capacity.py)."""
+    if not executions:
+        return {"executions": 0}
+
+    def per(delta: float, digits: int = 2) -> float:
+        return round(delta / executions, digits)
+
+    per_table = {table: per(rows - before["rows"].get(table, 0)) for table, rows in sorted(after["rows"].items())
+                 if rows > before["rows"].get(table, 0)}
+    updates = after["updates"] - before["updates"]
+    calls = {name: after["functions"][name][0] - before["functions"].get(name, (0, 0.0))[0]
+             for name in sorted(after["functions"])}
+    return {
+        "executions": executions,
+        "row_writes": {"per_table": per_table, "total": round(sum(per_table.values()), 2)},
+        "index_entries_at_most": per(after["index_entries"] - before["index_entries"], 1),
+        "hot_update_share": round((after["hot_updates"] - before["hot_updates"]) / updates, 2) if updates else None,
+        "wal_bytes": per(after["wal_bytes"] - before["wal_bytes"], 0),
+        "transactions": per(after["transactions"] - before["transactions"]),
+        # Inside each function, its nested calls included (d2_complete's time includes d2_settle's).
+        "calls": {name: per(n, 3) for name, n in calls.items() if n},
+        "database_us": {name: per(1000 * (after["functions"][name][1] - before["functions"].get(name, (0, 0.0))[1]),
+                                  1) for name, n in calls.items() if n},
+        "estimate": {"row_writes": capacity.ROW_WRITES_PER_EXECUTION},
+    }
 
 
 def completed(engine: Engine, since: datetime, until: datetime) -> tuple[int, datetime | None, datetime | None]:

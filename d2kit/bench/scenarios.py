@@ -46,7 +46,7 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
         load = harness.OfferedLoad(rig.engine, rate, seconds + WARMUP_SECONDS, start, shape.tenants)
         meter = harness.ProcessMeter(rig.components(), rig.engine)
         sampler = harness.BacklogSampler(rig, meter)
-        writes_before = harness.row_writes(rig.engine)
+        cost_before = harness.cost_counters(rig.engine)
         load.start()
         time.sleep(max(0.0, (start - rig.db_now()).total_seconds()) + WARMUP_SECONDS)
         meter.start()
@@ -67,8 +67,8 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
         if load.error:
             raise RuntimeError(f"the load generator failed: {load.error}")
         time.sleep(harness.STATS_FLUSH_SECONDS)
-        writes = harness.row_writes_per_execution(writes_before, harness.row_writes(rig.engine),
-                                                  harness.completed(rig.engine, start, rig.db_now())[0])
+        cost = harness.cost_per_execution(cost_before, harness.cost_counters(rig.engine),
+                                          harness.completed(rig.engine, start, rig.db_now())[0])
         steady_from = start + timedelta(seconds=WARMUP_SECONDS)
         lag = harness.fire_lag(rig.engine, steady_from, load.end)
         done, _, _ = harness.completed(rig.engine, steady_from, load.end)
@@ -86,7 +86,7 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
             "history_rows_at_end": history_rows,  # execution_history
             "drained": drained,
             "lost_occurrences": harness.lost(rig.engine, start, load.end),
-            "row_writes_per_execution": writes,
+            "cost_per_execution": cost,
             "cpu_percent": meter.cpu_percent(),
             "peak_rss_mb": rss,
             "cluster": shape.describe(),
@@ -197,7 +197,7 @@ def max_rate(shape: ClusterShape, rates: list[float], seconds: float, progress: 
             progress(f"max rate: {rate:,.0f}/s, run {len(attempts) + 1}")
             run = sustained(shape, rate, seconds, progress=progress)
             attempts.append({**{k: run[k] for k in ("executions_per_second", "fire_lag_ms", "backlog_growing",
-                                                    "lost_occurrences", "cpu_percent")},
+                                                    "lost_occurrences", "cpu_percent", "cost_per_execution")},
                              "sustainable": _sustainable(run)})
             verdicts = [a["sustainable"] for a in attempts]
             if len(attempts) >= 2 and verdicts.count(verdicts[0]) == len(verdicts):

@@ -57,29 +57,29 @@ CREATE OR REPLACE FUNCTION d2_materialise(
 LANGUAGE plpgsql AS $$
 DECLARE
     f record;
+    v_inserted_jobs bigint[];
+    v_inserted_fire_ats timestamptz[];
+    v_one_by_one integer := 0;
     v_inserted integer := 0;
 BEGIN
     -- Jobs that allow overlap need no per-row decision: one set-based INSERT (the common case, and the
     -- materialiser's throughput: a row-at-a-time loop cost ~40 us a row). The rest go one by one through
     -- d2_enqueue, which applies the overlap policy.
-    WITH offered AS MATERIALIZED (
-        SELECT i.job_id, i.fire_at, i.reason, j.tenant_id, coalesce(j.routed_pool, j.pool) AS pool, j.max_attempts
-        FROM unnest(p_job_ids, p_fire_ats, p_reasons) AS i (job_id, fire_at, reason)
-        JOIN jobs j ON j.id = i.job_id
-        WHERE j.overlap_policy = 'allow'
-    ), inserted AS (
+    WITH inserted AS (
         INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts, reason, finished_at)
         SELECT job_id, fire_at, tenant_id, pool, CASE WHEN reason IS NULL THEN 'ready' ELSE 'skipped' END,
                fire_at, max_attempts, reason, CASE WHEN reason IS NOT NULL THEN now() END
-        FROM offered
+        FROM (SELECT i.job_id, i.fire_at, i.reason, j.tenant_id, coalesce(j.routed_pool, j.pool) AS pool,
+                     j.max_attempts
+                FROM unnest(p_job_ids, p_fire_ats, p_reasons) AS i (job_id, fire_at, reason)
+                JOIN jobs j ON j.id = i.job_id
+               WHERE j.overlap_policy = 'allow') offered
         ORDER BY job_id, fire_at
         ON CONFLICT (job_id, fire_at) DO NOTHING
         RETURNING job_id, fire_at
-    ), refused AS (
-        INSERT INTO duplicate_fire_refusals (job_id, fire_at)
-        SELECT job_id, fire_at FROM offered EXCEPT ALL SELECT job_id, fire_at FROM inserted
     )
-    SELECT count(*) INTO v_inserted FROM inserted;
+    SELECT array_agg(job_id), array_agg(fire_at) INTO v_inserted_jobs, v_inserted_fire_ats FROM inserted;
+    v_inserted := coalesce(cardinality(v_inserted_jobs), 0);
 
     FOR f IN
         SELECT i.job_id, i.fire_at, i.reason
@@ -88,12 +88,24 @@ BEGIN
         WHERE j.overlap_policy <> 'allow'
         ORDER BY i.job_id, i.fire_at
     LOOP
+        v_one_by_one := v_one_by_one + 1;
         IF (d2_enqueue(f.job_id, f.fire_at, f.reason, 'schedule')).id IS NOT NULL THEN
             v_inserted := v_inserted + 1;
         ELSE
             INSERT INTO duplicate_fire_refusals (job_id, fire_at) VALUES (f.job_id, f.fire_at);
         END IF;
     END LOOP;
+
+    -- Which fire times the set-based INSERT refused is worked out only when it refused any, i.e. inserted fewer
+    -- rows than it was offered (normally never: a pass pays for a count, not for a set difference).
+    IF cardinality(p_job_ids) - v_one_by_one > coalesce(cardinality(v_inserted_jobs), 0) THEN
+        INSERT INTO duplicate_fire_refusals (job_id, fire_at)
+        SELECT i.job_id, i.fire_at
+        FROM unnest(p_job_ids, p_fire_ats) AS i (job_id, fire_at) JOIN jobs j ON j.id = i.job_id
+        WHERE j.overlap_policy = 'allow'
+        EXCEPT ALL
+        SELECT * FROM unnest(v_inserted_jobs, v_inserted_fire_ats);
+    END IF;
 
     UPDATE jobs j SET materialized_through = c.through, next_fire_at = c.next_fire_at, schedule_error = NULL
     FROM unnest(p_cursor_job_ids, p_materialized_through, p_next_fire_ats) AS c (job_id, through, next_fire_at)
@@ -392,28 +404,26 @@ DECLARE
 BEGIN
     WITH moved AS (
         UPDATE occurrences o
-           SET state = CASE
-                   WHEN a.state = 'succeeded' THEN 'succeeded'
-                   WHEN a.state = 'cancelled' THEN 'cancelled'
-                   WHEN o.attempts >= o.max_attempts OR j.delivery = 'at_most_once' THEN 'dead'
-                   ELSE 'ready' END,
-               ready_at = CASE WHEN a.state IN ('failed', 'lost', 'timed_out') AND o.attempts < o.max_attempts
-                                    AND j.delivery = 'at_least_once'
-                               THEN now() + d2_backoff(j.retry_base_seconds, o.attempts) ELSE o.ready_at END,
-               reason = CASE
-                   WHEN a.state = 'cancelled' THEN coalesce(o.reason, 'cancelled')
-                   -- Not retried, whatever max_attempts says: a lost or timed-out attempt may have run to the end,
-                   -- and a failed one may have written before it failed. Skip rather than risk running it twice.
-                   WHEN a.state IN ('failed', 'lost', 'timed_out') AND j.delivery = 'at_most_once'
-                       THEN format('%s attempt; at-most-once job is not retried: %s', a.state,
-                                   coalesce(a.error, 'no error text'))
-                   WHEN a.state IN ('failed', 'lost', 'timed_out') AND o.attempts >= o.max_attempts
-                       THEN format('%s after %s of %s attempts: %s', a.state, o.attempts, o.max_attempts,
-                                   coalesce(a.error, 'no error text'))
-                   ELSE o.reason END,
-               finished_at = CASE WHEN a.state IN ('succeeded', 'cancelled') OR o.attempts >= o.max_attempts
-                                       OR j.delivery = 'at_most_once'
-                                  THEN clock_timestamp() END
+           SET (state, ready_at, reason, finished_at) = (
+               SELECT next.state,
+                      CASE WHEN next.state = 'ready' THEN now() + d2_backoff(j.retry_base_seconds, o.attempts)
+                           ELSE o.ready_at END,
+                      CASE WHEN a.state = 'cancelled' THEN coalesce(o.reason, 'cancelled')
+                           WHEN next.state <> 'dead' THEN o.reason
+                           -- Not retried, whatever max_attempts says: a lost or timed-out attempt may have run to
+                           -- the end, and a failed one may have written before it failed. Skip rather than risk
+                           -- running it twice.
+                           WHEN j.delivery = 'at_most_once'
+                               THEN format('%s attempt; at-most-once job is not retried: %s', a.state,
+                                           coalesce(a.error, 'no error text'))
+                           ELSE format('%s after %s of %s attempts: %s', a.state, o.attempts, o.max_attempts,
+                                       coalesce(a.error, 'no error text')) END,
+                      CASE WHEN next.state <> 'ready' THEN clock_timestamp() END
+               -- THE retry rule, in one place: an attempt that did not succeed (failed, lost, timed out) is retried
+               -- while attempts are left and only if the job is at_least_once; otherwise the occurrence is dead.
+               FROM (SELECT CASE WHEN a.state IN ('succeeded', 'cancelled') THEN a.state
+                                 WHEN o.attempts < o.max_attempts AND j.delivery = 'at_least_once' THEN 'ready'
+                                 ELSE 'dead' END AS state) next)
           FROM attempts a, jobs j
          WHERE a.token = ANY (p_tokens) AND o.id = a.occurrence_id AND j.id = o.job_id
         RETURNING o.job_id, j.overlap_policy
