@@ -62,22 +62,27 @@ class Materialiser:
     does not finish. Planning happens inside the pass's transaction, while it holds the jobs' row locks, and the
     session's idle_in_transaction_session_timeout (db.py) ends a transaction that waits on its client that long:
     a catch-up pass on a starved CPU (500 jobs, hours of missed fire times each) can plan for longer, and would
-    then be ended, retried with the same jobs, and ended again -- a replica that never catches up. So after a
-    pass that did not finish the next takes half as many jobs, and each pass that finishes a quarter more, up to
-    JOBS_PER_PASS (as TCP's congestion window: cut fast, grow slowly, so it does not swing back over the limit)."""
+    then be ended, retried with the same jobs, and ended again -- a replica that never catches up. So, as TCP's
+    congestion window: after a pass that did not finish the next takes half as many jobs, and that half becomes
+    the threshold; each pass that finishes grows by a quarter up to the threshold and by a fiftieth of
+    JOBS_PER_PASS above it, up to JOBS_PER_PASS. (Growing by a quarter all the way was back at the size that
+    failed within three passes: on a loaded CI machine a catch-up lost one pass's work every ~6 s for minutes.)"""
 
     def __init__(self) -> None:
         self.jobs_per_pass = JOBS_PER_PASS
+        self.threshold = JOBS_PER_PASS
         self._unfinished = False
 
     def __call__(self, conn: Connection) -> int:
         if self._unfinished:
-            self.jobs_per_pass = max(1, self.jobs_per_pass // 2)
+            self.jobs_per_pass = self.threshold = max(1, self.jobs_per_pass // 2)
             log.warning("the last materialise pass did not finish: the next ones take %d jobs", self.jobs_per_pass)
         self._unfinished = True
         inserted = materialise_due(conn, self.jobs_per_pass)
         self._unfinished = False
-        self.jobs_per_pass = min(JOBS_PER_PASS, self.jobs_per_pass + self.jobs_per_pass // 4 + 1)
+        grown = self.jobs_per_pass + (self.jobs_per_pass // 4 + 1 if self.jobs_per_pass < self.threshold
+                                      else JOBS_PER_PASS // 50)
+        self.jobs_per_pass = min(JOBS_PER_PASS, grown)
         return inserted
 
 
