@@ -507,8 +507,10 @@ def cost_per_execution(before: dict[str, Any], after: dict[str, Any], executions
     per_table = {table: per(rows - before["rows"].get(table, 0)) for table, rows in sorted(after["rows"].items())
                  if rows > before["rows"].get(table, 0)}
     updates = after["updates"] - before["updates"]
-    calls = {name: after["functions"][name][0] - before["functions"].get(name, (0, 0.0))[0]
-             for name in sorted(after["functions"])}
+    functions = {name: (calls - before["functions"].get(name, (0, 0.0))[0],
+                        ms - before["functions"].get(name, (0, 0.0))[1])
+                 for name, (calls, ms) in sorted(after["functions"].items())}
+    called = {name: delta for name, delta in functions.items() if delta[0]}
     return {
         "executions": executions,
         "row_writes": {"per_table": per_table, "total": round(sum(per_table.values()), 2)},
@@ -517,9 +519,8 @@ def cost_per_execution(before: dict[str, Any], after: dict[str, Any], executions
         "wal_bytes": per(after["wal_bytes"] - before["wal_bytes"], 0),
         "transactions": per(after["transactions"] - before["transactions"]),
         # Inside each function, its nested calls included (d2_complete's time includes d2_settle's).
-        "calls": {name: per(n, 3) for name, n in calls.items() if n},
-        "database_us": {name: per(1000 * (after["functions"][name][1] - before["functions"].get(name, (0, 0.0))[1]),
-                                  1) for name, n in calls.items() if n},
+        "calls": {name: per(calls, 3) for name, (calls, _) in called.items()},
+        "database_us": {name: per(1000 * ms, 1) for name, (_, ms) in called.items()},
         "estimate": {"row_writes": capacity.ROW_WRITES_PER_EXECUTION},
     }
 
