@@ -25,7 +25,12 @@ log = logging.getLogger("d2kit.materializer")
 LOOKAHEAD = timedelta(seconds=2)
 JOBS_PER_PASS = 500
 FIRES_PER_JOB_PER_PASS = 5_000  # bounds one transaction; a long catch-up continues next pass
-ENUMERATION_LIMIT = 100_000     # bounds the CPU spent enumerating a per-second cron after a long outage
+# Bounds the fire times one job enumerates in a pass (a per-second cron after a day's outage has 86,400), and so
+# its planning time, which must fit the pass's planning budget below: enumerating 100,000 took ~5 s, and that job,
+# first in line with the oldest due time, ended every pass of every replica. Enumerating max_catchup past what a
+# pass writes keeps run_all exact: when even the last fire time enumerated was missed, at least max_catchup newer
+# missed ones follow, so none of those written now is among the newest max_catchup.
+ENUMERATION_LIMIT = FIRES_PER_JOB_PER_PASS + policies.MAX_CATCHUP_LIMIT
 # Planning runs inside the pass's transaction, while it holds its jobs' row locks, and leaves that transaction idle:
 # PostgreSQL ends a transaction idle for idle_in_transaction_session_timeout (db.py), with all the pass's work. A
 # catch-up plans ~100 us per missed fire time (croniter), so 333 jobs with two hours of per-minute fire times plan
