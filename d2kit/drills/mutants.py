@@ -117,6 +117,15 @@ MUTATIONS = (
              (Edit(OPERATIONS, "fire_at, max_attempts, reason, CASE WHEN reason IS NOT NULL THEN now() END",
                    "fire_at, 1, reason, CASE WHEN reason IS NOT NULL THEN now() END"),),
              drill="worker-partition", invariant="the occurrence was re-dispatched with a higher fencing token"),
+    Mutation("at-most-once-retried", AT_LEAST_ONCE,
+             "delivery is ignored: an at_most_once job is accepted with 3 attempts and retried after a lost one",
+             (Edit("reference_impl/jobs.py", 'if info.data.get("delivery") == "at_most_once":', "if False:"),
+              Edit(SCHEMA, ",\n    CONSTRAINT at_most_once_is_one_attempt CHECK (delivery = 'at_least_once' OR "
+                           "max_attempts = 1)", ""),
+              Edit(OPERATIONS, "WHEN o.attempts < o.max_attempts AND j.delivery = 'at_least_once' THEN 'ready'",
+                   "WHEN o.attempts < o.max_attempts THEN 'ready'")),
+             test="tests/test_execution_path.py::test_an_at_most_once_job_whose_worker_is_killed_is_dead_with_the_"
+                  "reason_not_run_again"),
     Mutation("misfire-policy-ignored", NOTHING_DROPPED, "every missed fire time runs, whatever the job's policy",
              (Edit("reference_impl/policies.py",
                    "if fire.skip_reason is not None or not (fire.at < missed_before) or fire.at in keep:",
