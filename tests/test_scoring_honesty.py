@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from d2kit.scoring.arithmetic import calculations
+from d2kit.scoring.concepts import FENCING
 from d2kit.scoring.document import parse
 from d2kit.scoring.failures import failure_items
 from d2kit.scoring.rubric import load_design_rubric
@@ -404,6 +405,21 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
 def test_plain_phrasing_of_a_follow_up_earns_it(check_id: str, plain: str):
     check = _check(_section(6, plain), check_id)
     assert check.points == check.max_points, (check.points, check.missing)
+
+
+@pytest.mark.parametrize("tally", [
+    "the retry count is incremented and the write is checked against the stored result",
+    "as the worker count grows higher, the store checks each completion",
+    "each failure increments the retry counter, and the completion call is checked",
+    "the queue depth count goes higher at peak; completions are verified against the run row",
+])
+def test_a_count_that_grows_is_not_a_fencing_token(tally: str):
+    """A number earns the fencing token when it is one practitioners compare for order (attempt, claim, ticket,
+    sequence, generation, lease number), not any '<noun> count' that goes up."""
+    assert not FENCING.search(tally)
+    check = _check(_section(6, f"A worker's lease expires after 30 s unless renewed every 10 s; {tally}."),
+                   "lease_fencing")
+    assert "no fencing token per attempt" in check.missing
 
 
 def test_failures_told_in_plain_words_have_their_three_legs():

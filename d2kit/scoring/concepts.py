@@ -62,15 +62,21 @@ LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[
                 r"\bholds?\b.{0,30}\b(runs? out|expir\w*|times? out|lapses?)")
 LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
+FENCE_NUMBER = (r"(fenc(e|ing)|epoch|generation|version|ticket|sequence|lease|attempt|claim|ownership|delivery|"
+                r"receive|term|token)")
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
                   r"\bsequencer\b", r"\b(raft )?term number", r"(only|ever) (grows|increases|goes up)",
-                  # any number the store compares for order: attempt, claim, ticket, sequence, run number
-                  r"\b\w+[_ ](number|no|num|count|counter|version)\b(?! of)"
+                  # a number the store compares for order, named as practitioners name one: an attempt, claim,
+                  # ticket, sequence, generation or lease number (SQS's receive count, ZooKeeper's zxid). Not any
+                  # '<noun> count': "the retry count is incremented" counts retries, it fences nothing.
+                  rf"\b{FENCE_NUMBER}[_ ](number|no|num|count|counter|version)\b(?! of)"
                   r".{0,80}\b(higher|greater|highest|increment|bump|older|lower|stale)",
                   r"\bzxid",
-                  r"(adds? one to|increments?|bumps?) (the |its |a )?(\w+'?s? )?(\w+ )?"
-                  r"(number|counter|count|version)\b")
+                  # what each take adds one to: a number or version is an order ("the run's turn number"); a
+                  # count or counter tallies ("increments the retry counter") unless it is a fencing noun's.
+                  r"(adds? one to|increments?|bumps?) (the |its |a )?(\w+'s )?(\w+ )?(number|version)\b",
+                  rf"(adds? one to|increments?|bumps?) (the |its |a )?(\w+'s )?{FENCE_NUMBER}[_ ](count|counter)\b")
 FENCE_CHECK = pattern(r"\bcheck", r"\bverif", r"\breject", r"\bcompar", r"\bguard", r"\bconditional",
                       r"where\b.{0,40}token", r"\bstale\b", r"\bolder\b", r"\bhigher\b", r"\brefus",
                       r"\bonly accept", r"\bhighest\b")
