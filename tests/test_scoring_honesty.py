@@ -140,6 +140,20 @@ def test_double_negation_still_credits_the_mechanism():
     ("replica_double_fire", "The scheduler replicas each fire every due job, and idempotent handlers absorb it."),
     ("replica_double_fire", "Raft keeps three leaders, one per scheduler node, so a due job is fired wherever a "
                             "node is up."),
+    ("lease_fencing", "Each attempt's fencing token is the worker's current wall-clock timestamp, and the store keeps "
+                      "the write with the newer token."),
+    ("lease_fencing", "Each attempt carries a fencing token, and since the worker validates the token itself before "
+                      "writing, the storage layer does not need to check anything."),
+    ("lease_fencing", "When a lease expires the run is re-dispatched to another worker with the same fencing token, "
+                      "and the sink checks that token on every write."),
+    ("lease_fencing", "A worker's claim lasts for the whole job, up to six hours, and the store checks its token on "
+                      "each write."),
+    ("clocks", "Expiry is decided on absolute wall-clock timestamps compared across machines, each node reading its "
+               "own."),
+    ("clocks", "Monotonic clocks are compared across nodes to decide which lease is still valid."),
+    ("clocks", "The scheduler checks a lease by comparing its monotonic reading with the worker's wall clock."),
+    ("clocks", "Every host's clock is synchronised across the data centre using NTP, so lease deadlines from any "
+               "node agree."),
 ])
 def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_id: str, wrong: str):
     check = _check(_section(6, wrong), check_id)
@@ -193,6 +207,10 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "cooperation.",
     "If the leader loses quorum it steps down and stops firing.",
     "Per-tenant caps are never unlimited: the default is 50.",
+    "A lease never expires while the worker keeps renewing it every 10 s; one that stops renewing loses it in 30 s.",
+    "Monotonic clocks cannot be compared across nodes, so expiry is measured on the database's clock alone.",
+    "A re-dispatched run never gets the same token: it gets a higher one, and the sink refuses the old copy's writes.",
+    "Because the store checks the token on every write, the worker does not need to check anything itself.",
 ])
 def test_a_right_answer_that_mentions_a_wrong_one_is_not_charged(right: str):
     report = score_text(_section(6, right))

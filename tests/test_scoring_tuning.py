@@ -28,8 +28,9 @@ def _of_class(name: str) -> list[str]:
     return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
 
 
-# Floors at what the scorer reached when held-out v4 (16 attempts, 4 of them missed) was folded in: 72 of 86.
-MOST_MISSES = 14
+# Floors at what the scorer reached after held-out v4 (16 attempts, 4 of them missed) was folded in and the
+# scorer changed on tuning only: 73 of 86.
+MOST_MISSES = 13
 MOST_MEAN_ERROR = 5
 
 
@@ -42,8 +43,7 @@ def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):
 
 
 @pytest.mark.parametrize(("attempt_class", "low", "high"), [
-    pytest.param("incoherent-keywords", 0, 30, marks=pytest.mark.xfail(
-        strict=True, reason="h4-12 scored 38.8 in held-out v4's one scoring; the change after the fold fixes it")),
+    ("incoherent-keywords", 0, 30),
     ("incoherent-keyword-dense", 0, 30),
     ("incoherent-tables", 0, 30),
     ("keyword-salad", 0, 30),
