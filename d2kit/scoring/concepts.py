@@ -90,8 +90,9 @@ OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30
 FIRE_TIME = (r"(fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?"
              r"(time|at|minute|timestamp|date|moment)\b")
 DOUBLE_FIRE_MECHANISM = pattern(
-    # A uniqueness guarantee counts when it is on the fire time, not on any column pair.
-    rf"unique[^|]{{0,40}}{FIRE_TIME}", rf"{FIRE_TIME}[^|]{{0,40}}\bunique", rf"\(job(_id)?, ?{FIRE_TIME}",
+    # A uniqueness guarantee counts when it is on the fire time, not on any column pair: not across a clause
+    # ("next_run_at, deleted_at); unique (org_id, name)" makes the name unique, not the fire time).
+    rf"unique[^|;.]{{0,40}}{FIRE_TIME}", rf"{FIRE_TIME}[^|;.]{{0,40}}\bunique", rf"\(job(_id)?, ?{FIRE_TIME}",
     rf"(primary|unique|composite) key\b[^|]{{0,30}}\b({FIRE_TIME}|minute)", r"\(job(_id)?, ?(the )?(\w+ )?minute\)",
     r"keyed (by|on) (the )?job\b[^|]{0,30}\b(minute|fire|planned|scheduled|due)", r"duplicate[- ]key",
     r"\b(put|create|insert|write)[- ]if[- ](absent|not[- ]exists)",
@@ -234,12 +235,19 @@ CHOSEN_SEMANTICS = pattern(r"at[- ]least[- ]once", r"at[- ]most[- ]once", *AT_LE
                            r"exactly[- ]once(?!\W+(\w+\W+){0,3}(is |was )?(impossible|not (possible|achievable)))")
 
 
+# An idempotency key on the API's create call ("so a client's retry doesn't create two jobs") makes submitting
+# safe; it says nothing of what a run that happens twice does.
+API_IDEMPOTENCY = pattern(r"\b(creat\w*|submit\w*|register\w*) (two|a duplicate|duplicate|the same) "
+                          r"(jobs?|schedules?)\b", r"\bheader\b")
+
+
 def delivery_semantics(doc: Document) -> Finding:
     units = doc.content_units()
     return combine([
         (0.5, component(units, CHOSEN_SEMANTICS, "no delivery guarantee is chosen")),
         (0.5, component(units, DELIVERY_LIMIT,
-                        "nothing says exactly-once execution needs the job's cooperation (idempotency, fencing)")),
+                        "nothing says exactly-once execution needs the job's cooperation (idempotency, fencing)",
+                        unless=API_IDEMPOTENCY)),
     ])
 
 
