@@ -247,6 +247,15 @@ def test_a_unique_constraint_counts_for_double_fire_only_on_the_fire_time():
     assert _check(fire_time, "replica_double_fire") > 0
 
 
+def test_plain_words_for_missed_runs_and_for_the_stores_limit():
+    missed = _section(7, "If the database is down, jobs that should have run during the outage are picked up when "
+                         "it is back, as each job's own setting says, paced at 100 per second.")
+    assert _check(missed, "catch_up") == 3
+    limit = _section(8, "At about 8,300 due jobs per second the index on next_run_at becomes a hot spot and lock "
+                        "contention climbs, so we would partition the jobs table by job id.")
+    assert _check(limit, "storage_limits") == 4
+
+
 def test_items_split_by_bullets_when_there_are_no_headings():
     doc = parse(_section(9, "Preamble that is not an item.\n\n- First\n  continued\n- Second"))
     assert [item.title for item in split_items(doc.sections[9])] == ["First continued", "Second"]

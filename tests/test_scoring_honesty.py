@@ -518,6 +518,13 @@ def test_a_paragraph_that_rejects_several_alternatives_counts_each():
     assert _check(paragraph, "rejections").points == _check(listed, "rejections").points == 15
 
 
+
+def test_alternatives_a_paragraph_says_it_considered_count_each():
+    paragraph = _section(9, "I considered a single leader elected through etcd, but rejected it because nothing is "
+                            "scheduled during a failover. I also considered Redis sorted sets for the due times, but "
+                            "Redis can lose acknowledged writes when it fails over, which would drop runs.")
+    assert _check(paragraph, "rejections").points == 10
+
 # -- 4. pasted text -----------------------------------------------------------------------------------
 
 def test_pasted_prompt_questions_and_hints_earn_nothing_and_are_listed():

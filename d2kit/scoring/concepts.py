@@ -125,7 +125,9 @@ CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thu
                    r"starting[- ]?deadline", r"missed (\w+ )?(times?|minutes?|occurrences?|runs?)",
                    r"missed (run|fire|occurrence|tick|execution|job|time)", r"most recent (occurrence|run|fire)",
                    r"after (an? )?(outage|downtime)", r"fire times? (that )?(have |has )?passed",
-                   r"(was|is|been) down for")
+                   r"(was|is|been) down for",
+                   # plain words: "jobs that should have run during the outage"
+                   r"should have (run|fired|started)\b.{0,40}\b(during|while)\b.{0,20}\b(outage|downtime|down)\b")
 PER_JOB_POLICY = pattern(r"per[- ]job", r"\bpolic(y|ies)\b", r"configurable", r"job'?s own", r"on the job",
                          r"each job (has|chooses|picks|sets|carries|says|decides|declares)",
                          r"\brule\b.{0,40}\b(per|each) job", r"(each|every|per) (schedule|job)\b.{0,30}\b(setting|"
@@ -168,7 +170,9 @@ DISPATCHED_VS_COMPLETED = pattern(
 PROMISE = pattern(r"at[- ]least[- ]once (means|promises|guarantee)", r"(promise|guarantee)s? (the user|that)",
                   r"idempoten", r"\bwhat we (promise|guarantee)\b")
 
-STORAGE = pattern(r"postgres", r"skip locked", r"\bdatabase\b", r"\bsql\b", r"\bstore\b", r"\bstorage\b")
+# The store, or the table and index the design keeps in it ("the index on next_run_at becomes a hot spot").
+STORAGE = pattern(r"postgres", r"skip locked", r"\bdatabase\b", r"\bsql\b", r"\bstore\b", r"\bstorage\b",
+                  r"\b(jobs?|runs?|executions?|schedules?) table\b", r"\bindex(es)? on\b")
 STORAGE_LIMIT = pattern(r"\bbreaks?\b", r"stops? (working|scaling)", r"\blimits?\b(?!\s*\d)", r"ceiling", r"saturat",
                         r"tops? out", r"contention", r"vacuum", r"dead tuples", r"\bbloat", r"bottleneck",
                         r"falls over",
