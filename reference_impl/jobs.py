@@ -44,7 +44,7 @@ class JobSpec(BaseModel):
     dst_overlap: Literal[states.DST_OVERLAP] = "first"
     misfire_policy: Literal[policies.MISFIRE_POLICIES] = "run_once"
     catchup_window_seconds: int = Field(86_400, ge=1, le=366 * 86_400)
-    max_catchup: int = Field(100, ge=1, le=1000)
+    max_catchup: int = Field(100, ge=1, le=policies.MAX_CATCHUP_LIMIT)
     overlap_policy: Literal[policies.OVERLAP_POLICIES] = "allow"
     pool: Literal[states.POOLS] | None = Field(None, description="Defaults from expected_duration_seconds.")
     expected_duration_seconds: float | None = Field(None, ge=0, le=7 * 86_400)

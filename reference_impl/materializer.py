@@ -13,6 +13,7 @@ moment they are due instead of waiting for a scheduler tick.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, text
@@ -24,11 +25,26 @@ log = logging.getLogger("d2kit.materializer")
 LOOKAHEAD = timedelta(seconds=2)
 JOBS_PER_PASS = 500
 FIRES_PER_JOB_PER_PASS = 5_000  # bounds one transaction; a long catch-up continues next pass
-ENUMERATION_LIMIT = 100_000     # bounds the CPU spent enumerating a per-second cron after a long outage
+# Bounds the fire times one job enumerates in a pass (a per-second cron after a day's outage has 86,400), and so
+# its planning time, which must fit the pass's planning budget below: enumerating 100,000 took ~5 s, and that job,
+# first in line with the oldest due time, ended every pass of every replica. Enumerating max_catchup past what a
+# pass writes keeps run_all exact: when even the last fire time enumerated was missed, at least max_catchup newer
+# missed ones follow, so none of those written now is among the newest max_catchup.
+ENUMERATION_LIMIT = FIRES_PER_JOB_PER_PASS + policies.MAX_CATCHUP_LIMIT
+# Planning runs inside the pass's transaction, while it holds its jobs' row locks, and leaves that transaction idle:
+# PostgreSQL ends a transaction idle for idle_in_transaction_session_timeout (db.py), with all the pass's work. A
+# catch-up plans ~100 us per missed fire time (croniter), so 333 jobs with two hours of per-minute fire times plan
+# for ~4 s on an idle machine -- every such pass would be ended and redone. So a pass plans for at most a third of
+# the session's timeout (read from the session, whatever it is set to) and leaves the rest of its due jobs,
+# untouched, to the next pass: the unit of a pass's work is planning time, not jobs.
+PLANNING_SHARE_OF_IDLE_TIMEOUT = 1 / 3
+PLANNING_BUDGET_WITHOUT_TIMEOUT = timedelta(seconds=1)  # bounds how long a pass holds its locks all the same
 
 DUE_JOBS = (
     "SELECT id, schedule_kind, run_at, cron, timezone, dst_gap, dst_overlap, misfire_policy, catchup_window,"
-    " max_catchup, materialized_through, now() AS db_now FROM jobs"
+    " max_catchup, materialized_through, now() AS db_now,"
+    " (SELECT setting::int FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout') AS idle_timeout_ms"
+    " FROM jobs"
     " WHERE next_fire_at <= now() + make_interval(secs => :lookahead) AND NOT paused AND deleted_at IS NULL"
     " ORDER BY next_fire_at LIMIT :n")
 DUE_JOBS_SQL = text(DUE_JOBS + " FOR UPDATE SKIP LOCKED")
@@ -57,39 +73,17 @@ def plan_job(job, now: datetime) -> tuple[list[schedule.FireTime], datetime, dat
     return decided, horizon, schedule.next_fire_after(sched, horizon)
 
 
-class Materialiser:
-    """A replica's materialise service: passes of at most ``jobs_per_pass`` due jobs, which shrinks when a pass
-    does not finish. Planning happens inside the pass's transaction, while it holds the jobs' row locks, and the
-    session's idle_in_transaction_session_timeout (db.py) ends a transaction that waits on its client that long:
-    a catch-up pass on a starved CPU (500 jobs, hours of missed fire times each) can plan for longer, and would
-    then be ended, retried with the same jobs, and ended again -- a replica that never catches up. So, as TCP's
-    congestion window: after a pass that did not finish the next takes half as many jobs, and that half becomes
-    the threshold; each pass that finishes grows by a quarter up to the threshold and by a fiftieth of
-    JOBS_PER_PASS above it, up to JOBS_PER_PASS. (Growing by a quarter all the way was back at the size that
-    failed within three passes: on a loaded CI machine a catch-up lost one pass's work every ~6 s for minutes.)"""
-
-    def __init__(self) -> None:
-        self.jobs_per_pass = JOBS_PER_PASS
-        self.threshold = JOBS_PER_PASS
-        self._unfinished = False
-
-    def __call__(self, conn: Connection) -> int:
-        if self._unfinished:
-            self.jobs_per_pass = self.threshold = max(1, self.jobs_per_pass // 2)
-            log.warning("the last materialise pass did not finish: the next ones take %d jobs", self.jobs_per_pass)
-        self._unfinished = True
-        inserted = materialise_due(conn, self.jobs_per_pass)
-        self._unfinished = False
-        grown = self.jobs_per_pass + (self.jobs_per_pass // 4 + 1 if self.jobs_per_pass < self.threshold
-                                      else JOBS_PER_PASS // 50)
-        self.jobs_per_pass = min(JOBS_PER_PASS, grown)
-        return inserted
-
-
-def materialise_due(conn: Connection, jobs_per_pass: int = JOBS_PER_PASS) -> int:
+def materialise_due(conn: Connection) -> int:
     """One pass over due jobs, in the caller's transaction. Returns occurrence rows inserted."""
     return materialise(conn, conn.execute(DUE_JOBS_SQL, {"lookahead": LOOKAHEAD.total_seconds(),
-                                                         "n": jobs_per_pass}).all())
+                                                         "n": JOBS_PER_PASS}).all())
+
+
+def planning_budget(idle_timeout_ms: int) -> float:
+    """Seconds a pass may plan before it writes what it has (see PLANNING_SHARE_OF_IDLE_TIMEOUT)."""
+    if idle_timeout_ms <= 0:
+        return PLANNING_BUDGET_WITHOUT_TIMEOUT.total_seconds()
+    return idle_timeout_ms / 1000 * PLANNING_SHARE_OF_IDLE_TIMEOUT
 
 
 def materialise(conn: Connection, jobs) -> int:
@@ -98,10 +92,13 @@ def materialise(conn: Connection, jobs) -> int:
     if not jobs:
         return 0
     now = jobs[0].db_now  # the transaction's now(): the same instant the due test used
+    deadline = time.monotonic() + planning_budget(jobs[0].idle_timeout_ms)
     job_ids, fire_ats, reasons = [], [], []
     cursor_ids, throughs, nexts = [], [], []
     planned = []
-    for job in jobs:
+    for looked_at, job in enumerate(jobs):
+        if looked_at and time.monotonic() >= deadline:
+            break  # the rest keep their cursors and stay due; the commit releases them to the next pass
         try:
             planned.append((job, *plan_job(job, now)))
         except Exception as exc:  # one job that cannot be planned must not stop every replica's passes

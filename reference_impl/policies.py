@@ -72,6 +72,7 @@ MISFIRE_THRESHOLD = timedelta(seconds=60)  # Quartz's misfireThreshold default
 MISFIRE_POLICIES = ("skip", "run_once", "run_all")
 OVERLAP_POLICIES = ("allow", "skip", "buffer_one", "buffer_all", "cancel_other")
 DELIVERY = ("at_least_once", "at_most_once")
+MAX_CATCHUP_LIMIT = 1_000  # the most missed fire times a run_all job may ask to run after an outage
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ class Scheduler:
         self.stop = threading.Event()
         cfg = config
         self.services = {service.name: service for service in (
-            Service("materialise", cfg.tick_seconds, materializer.Materialiser(), batch=materializer.JOBS_PER_PASS),
+            Service("materialise", cfg.tick_seconds, materializer.materialise_due, batch=materializer.JOBS_PER_PASS),
             Service("reap", cfg.reap_every_seconds, self._reap, batch=reaper.REAP_BATCH),
             Service("archive", cfg.archive_every_seconds,
                     lambda conn: cleaner.archive_finished(conn, cfg.archive_after), batch=cleaner.ARCHIVE_BATCH),

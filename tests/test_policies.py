@@ -6,7 +6,8 @@ two hours behind the database clock -- and then the real materialiser runs. Noth
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
 from helpers import rows, scalar, wait_until
@@ -14,7 +15,7 @@ from sqlalchemy import text
 
 from reference_impl import jobs, materializer, tenants
 from reference_impl.cluster import LocalCluster
-from reference_impl.policies import DELIVERY, MISFIRE_THRESHOLD
+from reference_impl.policies import DELIVERY, MAX_CATCHUP_LIMIT, MISFIRE_THRESHOLD
 
 
 def cron_job(conn, tenant: str = "t", **spec) -> int:
@@ -313,3 +314,27 @@ def test_a_job_that_cannot_be_planned_is_parked_with_its_error_and_stops_no_one(
     assert "CroniterBadDateError" in error or "never" in error
     assert parked_until > timedelta(seconds=30)
     assert scalar(engine, "SELECT schedule_error FROM jobs WHERE id = :j", j=healthy) is None
+
+
+def test_run_all_keeps_exactly_the_newest_max_catchup_across_a_catch_up_written_in_chunks():
+    """A per-second cron after a 3-hour outage has 10,800 missed fire times, more than one pass enumerates
+    (materializer.ENUMERATION_LIMIT, which bounds one job's planning time): the catch-up is written chunk by chunk,
+    each pass from the cursor the last one left, and run_all must still run exactly the newest max_catchup of them
+    -- a chunk decided without seeing the newer ones would run its own newest instead."""
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    job = SimpleNamespace(schedule_kind="cron", run_at=None, cron="* * * * * *", timezone="UTC", dst_gap="shift",
+                          dst_overlap="first", misfire_policy="run_all", catchup_window=timedelta(days=1),
+                          max_catchup=MAX_CATCHUP_LIMIT, materialized_through=now - timedelta(hours=3))
+    decided = []
+    while job.materialized_through < now:
+        fires, through, _ = materializer.plan_job(job, now)
+        assert len(fires) <= materializer.FIRES_PER_JOB_PER_PASS
+        decided += fires
+        job.materialized_through = through
+    assert len(decided) > materializer.ENUMERATION_LIMIT  # the catch-up really took more than one enumeration
+    times = [f.at for f in decided]
+    assert times == sorted(set(times))  # every fire time decided once, in order
+    missed = [f for f in decided if f.at < now - MISFIRE_THRESHOLD]
+    ran = [f.at for f in missed if f.skip_reason is None]
+    assert ran == [f.at for f in missed[-MAX_CATCHUP_LIMIT:]]
+    assert {f.skip_reason for f in missed[:-MAX_CATCHUP_LIMIT]} == {"misfire:over_max_catchup"}

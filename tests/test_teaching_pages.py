@@ -3,13 +3,16 @@ architectures, the glossary's links and the cheat sheet (page and terminal from 
 
 from __future__ import annotations
 
+import re
+
+import yaml
 from typer.testing import CliRunner
 
 from d2kit import capacity
 from d2kit.cli import app
 from d2kit.scoring.rubric import load_design_rubric
 from d2kit.site import cheatsheet, glossary
-from d2kit.site.alternatives import alternatives_markdown
+from d2kit.site.alternatives import ALTERNATIVES_FILE, alternatives_markdown
 from d2kit.site.design_doc import fmt_number
 from d2kit.site.rubric_pages import calibration_markdown, second_questions_markdown
 
@@ -35,6 +38,13 @@ def test_alternatives_answer_all_seven_follow_ups_and_cite_google_cron():
     follow_ups = load_design_rubric().follow_ups
     assert page.count(f"| [{follow_ups[-1].number}. {follow_ups[-1].topic}]") == 4
     assert "Distributed Periodic Scheduling with Cron" in page and "skipping launches" in page
+
+
+def test_every_source_of_the_alternatives_links_its_public_page():
+    raw = yaml.safe_load(ALTERNATIVES_FILE.read_text(encoding="utf-8"))
+    sources = [s for arch in raw["architectures"] for s in arch["sources"]] + [raw["opposite_default"]["source"]]
+    unlinked = [s for s in sources if not re.search(r"\]\(https://[^)\s]+\)", s)]
+    assert not unlinked, f"sources a reader cannot open: {unlinked}"
 
 
 def test_cheat_sheet_page_and_terminal_print_the_same_sheet():
