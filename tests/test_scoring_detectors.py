@@ -221,6 +221,41 @@ def test_class_hierarchies_are_too_low():
     assert _check(code, "not_too_low") == 0
 
 
+def test_a_deep_dive_on_the_console_with_an_aside_on_dispatch_is_about_the_ui():
+    console = ("- **Jobs page:** a table of jobs with a status badge, filters by label and a search box.\n"
+               "- **Job detail page:** a cron builder, a chart of the last runs and Run now and Pause buttons.\n"
+               "- **Run detail page:** the attempts on a timeline, the live log and a Retry button.\n\n")
+    aside = "If a worker dies, the queue makes the message visible again and another worker picks it up."
+    dispatch = ("Workers claim a run with a conditional update and renew a 30 s lease; when a worker dies its "
+                "lease runs out, and a run whose lease ran out is claimed again with a higher fencing token. "
+                "The sink refuses a write whose token is lower than the highest it has seen.")
+    assert _check(_section(6, console + aside), "time_on_hard_parts") == 0
+    assert _check(_section(6, console + dispatch), "time_on_hard_parts") > 0
+
+
+def test_an_idempotency_key_on_the_create_call_is_not_the_limit_of_the_guarantee():
+    api = _section(1, "Runs are at-least-once. POST /v1/jobs takes an Idempotency-Key header so a client's retry "
+                      "doesn't create two jobs.")
+    runs = _section(1, "Runs are at-least-once, so a run can happen twice: each job must be idempotent on its run id.")
+    assert _check(api, "delivery_semantics") == 2 and _check(runs, "delivery_semantics") == 4
+
+
+def test_a_unique_constraint_counts_for_double_fire_only_on_the_fire_time():
+    name_only = _section(4, "jobs(id, org_id, name, next_run_at, deleted_at); unique (org_id, name) for the list page.")
+    fire_time = _section(4, "runs(id, job_id, fire_at, status); unique (job_id, fire_at), so a second insert fails.")
+    assert _check(name_only, "replica_double_fire") == 0
+    assert _check(fire_time, "replica_double_fire") > 0
+
+
+def test_plain_words_for_missed_runs_and_for_the_stores_limit():
+    missed = _section(7, "If the database is down, jobs that should have run during the outage are picked up when "
+                         "it is back, as each job's own setting says, paced at 100 per second.")
+    assert _check(missed, "catch_up") == 3
+    limit = _section(8, "At about 8,300 due jobs per second the index on next_run_at becomes a hot spot and lock "
+                        "contention climbs, so we would partition the jobs table by job id.")
+    assert _check(limit, "storage_limits") == 4
+
+
 def test_items_split_by_bullets_when_there_are_no_headings():
     doc = parse(_section(9, "Preamble that is not an item.\n\n- First\n  continued\n- Second"))
     assert [item.title for item in split_items(doc.sections[9])] == ["First continued", "Second"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from d2kit.scoring.arithmetic import calculations
+from d2kit.scoring.concepts import FENCING
 from d2kit.scoring.document import parse
 from d2kit.scoring.failures import failure_items
 from d2kit.scoring.rubric import load_design_rubric
@@ -139,6 +140,20 @@ def test_double_negation_still_credits_the_mechanism():
     ("replica_double_fire", "The scheduler replicas each fire every due job, and idempotent handlers absorb it."),
     ("replica_double_fire", "Raft keeps three leaders, one per scheduler node, so a due job is fired wherever a "
                             "node is up."),
+    ("lease_fencing", "Each attempt's fencing token is the worker's current wall-clock timestamp, and the store keeps "
+                      "the write with the newer token."),
+    ("lease_fencing", "Each attempt carries a fencing token, and since the worker validates the token itself before "
+                      "writing, the storage layer does not need to check anything."),
+    ("lease_fencing", "When a lease expires the run is re-dispatched to another worker with the same fencing token, "
+                      "and the sink checks that token on every write."),
+    ("lease_fencing", "A worker's claim lasts for the whole job, up to six hours, and the store checks its token on "
+                      "each write."),
+    ("clocks", "Expiry is decided on absolute wall-clock timestamps compared across machines, each node reading its "
+               "own."),
+    ("clocks", "Monotonic clocks are compared across nodes to decide which lease is still valid."),
+    ("clocks", "The scheduler checks a lease by comparing its monotonic reading with the worker's wall clock."),
+    ("clocks", "Every host's clock is synchronised across the data centre using NTP, so lease deadlines from any "
+               "node agree."),
 ])
 def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_id: str, wrong: str):
     check = _check(_section(6, wrong), check_id)
@@ -192,6 +207,10 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "cooperation.",
     "If the leader loses quorum it steps down and stops firing.",
     "Per-tenant caps are never unlimited: the default is 50.",
+    "A lease never expires while the worker keeps renewing it every 10 s; one that stops renewing loses it in 30 s.",
+    "Monotonic clocks cannot be compared across nodes, so expiry is measured on the database's clock alone.",
+    "A re-dispatched run never gets the same token: it gets a higher one, and the sink refuses the old copy's writes.",
+    "Because the store checks the token on every write, the worker does not need to check anything itself.",
 ])
 def test_a_right_answer_that_mentions_a_wrong_one_is_not_charged(right: str):
     report = score_text(_section(6, right))
@@ -406,6 +425,21 @@ def test_plain_phrasing_of_a_follow_up_earns_it(check_id: str, plain: str):
     assert check.points == check.max_points, (check.points, check.missing)
 
 
+@pytest.mark.parametrize("tally", [
+    "the retry count is incremented and the write is checked against the stored result",
+    "as the worker count grows higher, the store checks each completion",
+    "each failure increments the retry counter, and the completion call is checked",
+    "the queue depth count goes higher at peak; completions are verified against the run row",
+])
+def test_a_count_that_grows_is_not_a_fencing_token(tally: str):
+    """A number earns the fencing token when it is one practitioners compare for order (attempt, claim, ticket,
+    sequence, generation, lease number), not any '<noun> count' that goes up."""
+    assert not FENCING.search(tally)
+    check = _check(_section(6, f"A worker's lease expires after 30 s unless renewed every 10 s; {tally}."),
+                   "lease_fencing")
+    assert "no fencing token per attempt" in check.missing
+
+
 def test_failures_told_in_plain_words_have_their_three_legs():
     plain = _section(7, "Runner dies: noticed when its claims stop renewing; the damage is only the runs it held, "
                         "since its late writes carry a stale generation; the sweeper sets them back to planned and "
@@ -483,6 +517,13 @@ def test_a_paragraph_that_rejects_several_alternatives_counts_each():
     listed = _section(9, "\n".join(f"- {s}." for s in paragraph.split("\n\n")[1].rstrip("\n.").split(". ")))
     assert _check(paragraph, "rejections").points == _check(listed, "rejections").points == 15
 
+
+
+def test_alternatives_a_paragraph_says_it_considered_count_each():
+    paragraph = _section(9, "I considered a single leader elected through etcd, but rejected it because nothing is "
+                            "scheduled during a failover. I also considered Redis sorted sets for the due times, but "
+                            "Redis can lose acknowledged writes when it fails over, which would drop runs.")
+    assert _check(paragraph, "rejections").points == 10
 
 # -- 4. pasted text -----------------------------------------------------------------------------------
 

@@ -28,9 +28,9 @@ def _of_class(name: str) -> list[str]:
     return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
 
 
-# Floors at what the scorer reached after held-out v3 (16 attempts, 7 of them missed) was folded in and the
-# scorer changed on tuning only: 60 of 70.
-MOST_MISSES = 10
+# Floors at what the scorer reached after held-out v4 (16 attempts, 4 of them missed) was folded in and the
+# scorer changed on tuning only: 75 of 86.
+MOST_MISSES = 11
 MOST_MEAN_ERROR = 5
 
 
@@ -48,7 +48,9 @@ def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):
     ("incoherent-tables", 0, 30),
     ("keyword-salad", 0, 30),
     ("pasted-prompt", 0, 10),
+    ("prompt-paste", 0, 10),
     ("excellent-plain", 75, 100),
+    ("plain-words-excellent", 75, 100),
     ("strong-plain-vocabulary", 75, 100),
     ("name-dropping", 0, 30),
 ])

@@ -73,10 +73,23 @@ def _words(doc: Document, *numbers: int) -> int:
     return sum(doc.sections[n].words for n in numbers if n in doc.sections)
 
 
+# The rubric's "none": the deep dive is about the API or the UI. Screens, endpoints and request formats.
+API_OR_UI = pattern(r"\b(console|dashboard|ui|screens?|pages?|buttons?|tabs?|badges?|charts?|widgets?|endpoints?|"
+                    r"pagination|graphql|rest api|json body|request body|response body|status codes?)\b")
+
+
+def _about_the_api_or_ui(doc: Document) -> bool:
+    """Most of the deep dive's words are in items about screens and endpoints: one aside on dispatch is not a deep
+    dive on it."""
+    written = [u for u in doc.section_units(6) if u.written]
+    surface = sum(u.words for u in written if API_OR_UI.search(u.text) and not HARD_PART.search(u.text))
+    return surface * 2 > sum(u.words for u in written)
+
+
 def time_on_hard_parts(doc: Document) -> Finding:
     result = Finding(0.0)
     deep_dive: list[Unit] = [u for u in doc.section_units(6) if u.prose and HARD_PART.search(u.text)]
-    if deep_dive:
+    if deep_dive and not _about_the_api_or_ui(doc):
         result.fraction += 0.5
         result.evidence.append(Evidence.of(deep_dive[0], HARD_PART))
     else:

@@ -62,15 +62,21 @@ LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[
                 r"\bholds?\b.{0,30}\b(runs? out|expir\w*|times? out|lapses?)")
 LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
+FENCE_NUMBER = (r"(fenc(e|ing)|epoch|generation|version|ticket|sequence|lease|attempt|claim|ownership|delivery|"
+                r"receive|term|token)")
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
                   r"\bsequencer\b", r"\b(raft )?term number", r"(only|ever) (grows|increases|goes up)",
-                  # any number the store compares for order: attempt, claim, ticket, sequence, run number
-                  r"\b\w+[_ ](number|no|num|count|counter|version)\b(?! of)"
+                  # a number the store compares for order, named as practitioners name one: an attempt, claim,
+                  # ticket, sequence, generation or lease number (SQS's receive count, ZooKeeper's zxid). Not any
+                  # '<noun> count': "the retry count is incremented" counts retries, it fences nothing.
+                  rf"\b{FENCE_NUMBER}[_ ](number|no|num|count|counter|version)\b(?! of)"
                   r".{0,80}\b(higher|greater|highest|increment|bump|older|lower|stale)",
                   r"\bzxid",
-                  r"(adds? one to|increments?|bumps?) (the |its |a )?(\w+'?s? )?(\w+ )?"
-                  r"(number|counter|count|version)\b")
+                  # what each take adds one to: a number or version is an order ("the run's turn number"); a
+                  # count or counter tallies ("increments the retry counter") unless it is a fencing noun's.
+                  r"(adds? one to|increments?|bumps?) (the |its |a )?(\w+'s )?(\w+ )?(number|version)\b",
+                  rf"(adds? one to|increments?|bumps?) (the |its |a )?(\w+'s )?{FENCE_NUMBER}[_ ](count|counter)\b")
 FENCE_CHECK = pattern(r"\bcheck", r"\bverif", r"\breject", r"\bcompar", r"\bguard", r"\bconditional",
                       r"where\b.{0,40}token", r"\bstale\b", r"\bolder\b", r"\bhigher\b", r"\brefus",
                       r"\bonly accept", r"\bhighest\b")
@@ -84,8 +90,9 @@ OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30
 FIRE_TIME = (r"(fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?"
              r"(time|at|minute|timestamp|date|moment)\b")
 DOUBLE_FIRE_MECHANISM = pattern(
-    # A uniqueness guarantee counts when it is on the fire time, not on any column pair.
-    rf"unique[^|]{{0,40}}{FIRE_TIME}", rf"{FIRE_TIME}[^|]{{0,40}}\bunique", rf"\(job(_id)?, ?{FIRE_TIME}",
+    # A uniqueness guarantee counts when it is on the fire time, not on any column pair: not across a clause
+    # ("next_run_at, deleted_at); unique (org_id, name)" makes the name unique, not the fire time).
+    rf"unique[^|;.]{{0,40}}{FIRE_TIME}", rf"{FIRE_TIME}[^|;.]{{0,40}}\bunique", rf"\(job(_id)?, ?{FIRE_TIME}",
     rf"(primary|unique|composite) key\b[^|]{{0,30}}\b({FIRE_TIME}|minute)", r"\(job(_id)?, ?(the )?(\w+ )?minute\)",
     r"keyed (by|on) (the )?job\b[^|]{0,30}\b(minute|fire|planned|scheduled|due)", r"duplicate[- ]key",
     r"\b(put|create|insert|write)[- ]if[- ](absent|not[- ]exists)",
@@ -118,7 +125,9 @@ CATCH_UP = pattern(r"misfire", r"catch[- ]?up", r"backfill", r"\bcoalesc", r"thu
                    r"starting[- ]?deadline", r"missed (\w+ )?(times?|minutes?|occurrences?|runs?)",
                    r"missed (run|fire|occurrence|tick|execution|job|time)", r"most recent (occurrence|run|fire)",
                    r"after (an? )?(outage|downtime)", r"fire times? (that )?(have |has )?passed",
-                   r"(was|is|been) down for")
+                   r"(was|is|been) down for",
+                   # plain words: "jobs that should have run during the outage"
+                   r"should have (run|fired|started)\b.{0,40}\b(during|while)\b.{0,20}\b(outage|downtime|down)\b")
 PER_JOB_POLICY = pattern(r"per[- ]job", r"\bpolic(y|ies)\b", r"configurable", r"job'?s own", r"on the job",
                          r"each job (has|chooses|picks|sets|carries|says|decides|declares)",
                          r"\brule\b.{0,40}\b(per|each) job", r"(each|every|per) (schedule|job)\b.{0,30}\b(setting|"
@@ -161,7 +170,9 @@ DISPATCHED_VS_COMPLETED = pattern(
 PROMISE = pattern(r"at[- ]least[- ]once (means|promises|guarantee)", r"(promise|guarantee)s? (the user|that)",
                   r"idempoten", r"\bwhat we (promise|guarantee)\b")
 
-STORAGE = pattern(r"postgres", r"skip locked", r"\bdatabase\b", r"\bsql\b", r"\bstore\b", r"\bstorage\b")
+# The store, or the table and index the design keeps in it ("the index on next_run_at becomes a hot spot").
+STORAGE = pattern(r"postgres", r"skip locked", r"\bdatabase\b", r"\bsql\b", r"\bstore\b", r"\bstorage\b",
+                  r"\b(jobs?|runs?|executions?|schedules?) table\b", r"\bindex(es)? on\b")
 STORAGE_LIMIT = pattern(r"\bbreaks?\b", r"stops? (working|scaling)", r"\blimits?\b(?!\s*\d)", r"ceiling", r"saturat",
                         r"tops? out", r"contention", r"vacuum", r"dead tuples", r"\bbloat", r"bottleneck",
                         r"falls over",
@@ -228,12 +239,19 @@ CHOSEN_SEMANTICS = pattern(r"at[- ]least[- ]once", r"at[- ]most[- ]once", *AT_LE
                            r"exactly[- ]once(?!\W+(\w+\W+){0,3}(is |was )?(impossible|not (possible|achievable)))")
 
 
+# An idempotency key on the API's create call ("so a client's retry doesn't create two jobs") makes submitting
+# safe; it says nothing of what a run that happens twice does.
+API_IDEMPOTENCY = pattern(r"\b(creat\w*|submit\w*|register\w*) (two|a duplicate|duplicate|the same) "
+                          r"(jobs?|schedules?)\b", r"\bheader\b")
+
+
 def delivery_semantics(doc: Document) -> Finding:
     units = doc.content_units()
     return combine([
         (0.5, component(units, CHOSEN_SEMANTICS, "no delivery guarantee is chosen")),
         (0.5, component(units, DELIVERY_LIMIT,
-                        "nothing says exactly-once execution needs the job's cooperation (idempotency, fencing)")),
+                        "nothing says exactly-once execution needs the job's cooperation (idempotency, fencing)",
+                        unless=API_IDEMPOTENCY)),
     ])
 
 

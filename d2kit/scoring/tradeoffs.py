@@ -43,7 +43,7 @@ WRONG_PREMISE = pattern(r"\b(doesn'?t|does not|cannot|can'?t|won'?t|no|never)\b 
                         r"exactly[- ]once is (\w+ )?better")
 # A sentence that opens by rejecting something: one alternative of a paragraph that rejects several.
 REJECTION_LEAD = re.compile(r"^\W*(i|we)\s+(also\s+)?(turned down|rejected|ruled out|decided against|passed on|"
-                            r"considered and rejected|chose not to|did not (choose|pick|use))\b", re.I)
+                            r"considered and rejected|considered|chose not to|did not (choose|pick|use))\b", re.I)
 # The partitioned worker's answer (a lease that expires, a token the store checks): rejecting it while the design
 # puts nothing in its place is the answer key's wrong answer, re-dispatch without a token, given as a reason.
 FOLLOW_UP_ANSWERS = (LEASE, FENCING)
