@@ -28,9 +28,8 @@ def _of_class(name: str) -> list[str]:
     return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
 
 
-# Floors at what the scorer reached after held-out v4 (16 attempts, 4 of them missed) was folded in and the
-# scorer changed on tuning only: 75 of 86.
-MOST_MISSES = 11
+# Floors at what the scorer reached when held-out v5 (16 attempts, 5 of them missed) was folded in: 86 of 102.
+MOST_MISSES = 16
 MOST_MEAN_ERROR = 5
 
 
@@ -47,12 +46,15 @@ def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):
     ("incoherent-keyword-dense", 0, 30),
     ("incoherent-tables", 0, 30),
     ("keyword-salad", 0, 30),
+    ("keyword-salad-contradictory", 0, 30),
     ("pasted-prompt", 0, 10),
     ("prompt-paste", 0, 10),
+    ("prompt-echo", 0, 10),
     ("excellent-plain", 75, 100),
     ("plain-words-excellent", 75, 100),
     ("strong-plain-vocabulary", 75, 100),
     ("name-dropping", 0, 30),
+    ("buzzword-list", 0, 30),
 ])
 def test_each_failure_class_lands_where_the_issue_says(attempt_class: str, low: float, high: float, figures):
     scores = {r.name: r.score for r in figures.results}
