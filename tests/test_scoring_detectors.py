@@ -104,6 +104,15 @@ def test_a_backlogs_drain_time_is_checked():
     assert find_calculation("40,000 late runs released at 500 a second with jitter drain in about 80 s.")[1] is True
 
 
+def test_a_result_the_clause_says_a_quantity_reaches_is_checked():
+    # "so one queue tops out at N": the subject and a verb of reaching stand between the marker and the result.
+    batch = "A claim transaction takes ~10 ms and grabs 100 rows, so one queue tops out at {}."
+    assert find_calculation(batch.format("1,000 claims/s"))[1] is False
+    assert find_calculation(batch.format("10,000 claims/s"))[1] is True
+    assert find_calculation("At 830/s and 2 KB per run, so the history table grows to 14 GB per day.")[1] is False
+    assert find_calculation("At 830/s and 2 KB per run, so the history table grows to 140 GB per day.")[1] is True
+
+
 def test_a_rate_left_implicit_is_excused_only_when_the_document_states_it():
     stated = parse(_section(2, "Executions: 72M runs/day.\n\nHistory: 72M × 300 B ≈ 21.6 GB/day."))
     unstated = parse(_section(2, "Executions: 72M runs in all.\n\nHistory: 72M × 300 B ≈ 21.6 GB/day."))

@@ -76,6 +76,9 @@ CHANGE = re.compile(r"\b(batch\w*|reduc\w*|cuts?|drops?|lowers?|instead of|down 
                     re.I)
 RESULT_HEDGE = re.compile(r"[\s~≈:]*((about|roughly|around|approximately|only|just|under|over|some|nearly|"
                           r"almost|at most|at least|a|an)\s+)*[\s~≈]*", re.I)
+# "so one queue tops out at 1,000/s": after a marker, the clause's subject and a verb of reaching, then the result.
+REACHES = re.compile(r"(\s+[\w'-]+){0,4}?\s+(tops? out|peaks?|maxes out|caps? out|plateaus?|saturates?|grows?|"
+                     r"reach(es)?|rises?|climbs?|comes? out|lands?|ends? up|works? out) (at|to)\b", re.I)
 OPERATOR = re.compile(r"^[\s,]*\(?\s*(×|\*|x|/|÷|divided by|times)\s*\(?\s*$", re.I)
 DIVIDE = ("/", "÷", "divided by")
 # A calculation may be rounded and padded for headroom; more than this far off is wrong.
@@ -262,7 +265,11 @@ def _is_result(gap: str) -> bool:
     """The number after ``gap`` is a result: a marker right before it ("→ 400/s", "that is about 5"),
     not an input that follows a marker ("so at 200/s per worker")."""
     markers = list(RESULT_MARKER.finditer(gap))
-    return bool(markers) and bool(RESULT_HEDGE.fullmatch(gap[markers[-1].end():]))
+    if not markers:
+        return False
+    after = gap[markers[-1].end():]
+    reaches = REACHES.match(after)
+    return bool(RESULT_HEDGE.fullmatch(after[reaches.end():] if reaches else after))
 
 
 class Steps(NamedTuple):
