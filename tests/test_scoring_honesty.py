@@ -456,6 +456,33 @@ def test_failures_told_in_plain_words_have_their_three_legs():
     assert len(items) == 4 and all(i.complete for i in items), [(i.title, i.missing_legs()) for i in items]
 
 
+WALKED_THROUGH = [
+    "A worker dying is detected by the lease expiring on the database clock; containment is that only its own runs "
+    "are affected; recovery is the reaper handing them to another worker with a higher token.",
+    "A partitioned worker is detected the same way; it is contained by the store refusing its stale token; it "
+    "recovers when the new attempt completes.",
+    "A scheduler replica dying is detected by its missed heartbeat in the membership table; the unique key on "
+    "(job, fire time) contains any late insert; recovery is the other replicas taking its jobs on their next pass.",
+    "A database failover is detected by write errors; no claim commits meanwhile, which contains it; recovery is "
+    "the standby's promotion and the planners resuming from the last committed cursor.",
+]
+
+
+def test_a_paragraph_walking_through_failures_counts_each_as_bullets_do():
+    bullets = _section(7, "\n".join(f"- {s}" for s in WALKED_THROUGH))
+    paragraph = _section(7, " ".join(WALKED_THROUGH))
+    assert len(failure_items(parse(paragraph))) == 4 and all(i.complete for i in failure_items(parse(paragraph)))
+    for check_id in ("failure_triads", "failure_coverage"):
+        assert _check(paragraph, check_id).points == _check(bullets, check_id).points == \
+            _check(bullets, check_id).max_points, check_id
+
+
+def test_a_failures_own_later_sentences_do_not_split_it():
+    one = _section(7, "Worker dies: detected when its lease expires. Its late write fails the token check, so it "
+                      "is contained. Recovered: back to ready with backoff, dead after five tries, then an alert.")
+    assert len(failure_items(parse(one))) == 1 and failure_items(parse(one))[0].complete
+
+
 def test_a_machine_is_a_worker_and_a_planner_a_scheduler():
     plain = _section(7, "A machine dies: we notice when its claim runs out by the database clock; the damage is "
                         "contained because its number is now old and refused; we recover by handing the run to "

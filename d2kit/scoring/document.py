@@ -10,6 +10,7 @@ code blocks are kept separately because code-level design is itself a signal.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -380,3 +381,17 @@ def split_items(section: SectionText | None) -> list[Item]:
             current.units.append(unit)
     # A sub-heading with nothing under it is not an item.
     return [i for i in items if any(u.kind != "heading" for u in i.units)]
+
+
+def one_per_lead(item: Item, opens: Callable[[str], bool]) -> list[Item]:
+    """``item`` as one item per sentence that ``opens`` one, when its one paragraph holds several: the same
+    content gives the same items whether it is written one per bullet or run together in a paragraph."""
+    if len(item.units) != 1 or item.units[0].has_columns:
+        return [item]
+    unit = item.units[0]
+    leads = [start for start, sentence in unit.statements() if opens(sentence)]
+    if len(leads) < 2:
+        return [item]
+    cuts = [0, *leads[1:], len(unit.text)]
+    return [Item(title=" ".join(unit.text[a:b].split()[:10]).rstrip(":."), units=[unit.part(a, b)])
+            for a, b in zip(cuts, cuts[1:], strict=False)]

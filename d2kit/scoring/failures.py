@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from d2kit.scoring.document import Document, Item, Unit, is_question, sentences, split_items
+from d2kit.scoring.document import Document, Item, Unit, is_question, one_per_lead, sentences, split_items
 from d2kit.scoring.evidence import Evidence, Finding, pattern
 from d2kit.scoring.negation import affirmed, is_denied
 from d2kit.scoring.prose import word_count
@@ -54,8 +54,10 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"owner|leader|machine|host|process)s? (takes?|claims?|picks?|runs?|receives?|gets?|plans?|handles?)\b",
     ),
 }
+# "Containment: ..." or, in a sentence, "containment is that only its runs are affected".
 LABEL = re.compile(
-    r"(?:^|(?<=[\s.;(]))\W{0,3}(detect(?:ed|ion|s)?|contain(?:ed|ment|s)?|recover(?:ed|y|s)?)\b\W{0,3}[:—–-]\s*", re.I
+    r"(?:^|(?<=[\s.;(]))\W{0,3}(detect(?:ed|ion|s)?|contain(?:ed|ment|s)?|recover(?:ed|y|s)?)\b"
+    r"(?:\W{0,3}[:—–-]|(?<=ion|ent|ery) is)\s*", re.I
 )
 # Column headings practitioners give the legs: "How we notice | How we limit the damage | How we get back".
 LEG_HEADERS: dict[str, re.Pattern[str]] = {
@@ -79,13 +81,14 @@ MIN_SENTENCE_WORDS = 5
 WORKER = r"(worker|executor|runner|consumer|agent|machine)"  # what runs the job, in the words systems use
 SCHEDULER = r"(scheduler|planner|dispatcher|coordinator)"
 FAILURE_CLASSES: dict[str, re.Pattern[str]] = {
-    "worker death": pattern(rf"{WORKER}.{{0,40}}\b(crash|die|dies|died|dead|death|killed|oom|lost|fail)",
+    "worker death": pattern(rf"{WORKER}.{{0,40}}\b(crash|die|dies|died|dying|dead|death|killed|oom|lost|fail)",
                             rf"\b(crash|death|loss) of an? {WORKER}"),
     "worker partition or pause": pattern(r"partition", r"split[- ]brain", r"zombie", r"\bgc\b", r"\bpaus",
                                          r"stall", r"\bhung\b", r"slow worker", r"unreachable", r"\bcut off\b",
                                          r"\bfr(o|ee)z(en|es?)\b"),
-    "scheduler death": pattern(rf"{SCHEDULER}.{{0,40}}\b(crash|die|dies|died|dead|down|fail|restart|lost)",
-                               r"leader.{0,30}\b(loss|lost|dies|died|fail)", r"replica.{0,30}\b(dies|died|crash|fail)"),
+    "scheduler death": pattern(rf"{SCHEDULER}.{{0,40}}\b(crash|die|dies|died|dying|dead|down|fail|restart|lost)",
+                               r"leader.{0,30}\b(loss|lost|dies|died|dying|fail)",
+                               r"replica.{0,30}\b(dies|died|dying|crash|fail)"),
     "store failure": pattern(r"(database|\bdb\b|postgres|storage|primary|\bstore\b|queue|broker|kafka|redis)"
                              r".{0,40}\b(fail|down|crash|outage|unavailable|dies|died|lost)", r"failover"),
 }
@@ -168,8 +171,21 @@ def _analyse(item: Item) -> FailureItem:
     return result
 
 
+# "A worker dying is detected by ...; ... A history host dying is detected by ...": a paragraph that walks through
+# several failures opens each with the failure, in its first words, and how it is noticed.
+FAILURE_OPENING = re.compile(r"^\W*(\S+\s+){0,6}?\S*?(dies|dying|died|dead|death|crash(es|ed|ing)?|fails|failing|"
+                             r"failure|fail ?over|partition(s|ed)?|paus(es|ed)|outage|goes down|is down|lost|loss|"
+                             r"flood(s|ing)?|stall(s|ed)?|hangs|hung|unreachable|noisy)\b", re.I)
+
+
+def _opens_a_failure(sentence: str) -> bool:
+    """Not a leg's label ("Recovered: back to READY, DEAD after 5 tries"): that continues the failure before it."""
+    return not LABEL.match(sentence) and bool(FAILURE_OPENING.match(sentence)) and \
+        affirmed(LEGS["detection"], sentence) is not None
+
+
 def failure_items(doc: Document) -> list[FailureItem]:
-    return [_analyse(item) for item in split_items(doc.sections.get(7))]
+    return [_analyse(one) for item in split_items(doc.sections.get(7)) for one in one_per_lead(item, _opens_a_failure)]
 
 
 def triads(doc: Document) -> Finding:

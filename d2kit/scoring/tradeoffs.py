@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from d2kit.scoring.concepts import FENCING, LEASE
-from d2kit.scoring.document import Document, Item, Unit, split_items
+from d2kit.scoring.document import Document, Item, Unit, one_per_lead, split_items
 from d2kit.scoring.evidence import Evidence, Finding, pattern
 from d2kit.scoring.negation import affirmed
 from d2kit.scoring.prose import REASON, is_prose
@@ -61,19 +61,6 @@ def _after_title(unit: Unit, item: Item) -> str:
     return unit.text[label.end():] if label else unit.text
 
 
-def _one_per_sentence(item: Item) -> list[Item]:
-    """``item`` as one item per rejecting sentence when its one paragraph rejects several alternatives."""
-    if len(item.units) != 1 or item.units[0].has_columns:
-        return [item]
-    unit = item.units[0]
-    leads = [start for start, sentence in unit.statements() if REJECTION_LEAD.match(sentence)]
-    if len(leads) < 2:
-        return [item]
-    cuts = [0, *leads[1:], len(unit.text)]
-    return [Item(title=" ".join(unit.text[a:b].split()[:10]).rstrip(":."), units=[unit.part(a, b)])
-            for a, b in zip(cuts, cuts[1:], strict=False)]
-
-
 def _rejects_what_the_design_lacks(item: Item, design: list[Unit]) -> bool:
     """``item`` rejects a lease or a fencing token and no sentence outside section 9 has one."""
     return any(mechanism.search(item.title) and
@@ -85,7 +72,7 @@ def rejections(doc: Document) -> Finding:
     section = doc.sections.get(9)
     if section is None:
         return Finding(0.0, missing=["No section 9: nothing was explicitly rejected."])
-    items = [one for item in split_items(section) for one in _one_per_sentence(item)]
+    items = [one for item in split_items(section) for one in one_per_lead(item, REJECTION_LEAD.match)]
     if not items:
         return Finding(0.0, missing=["Section 9 is empty."])
     reasoned, named_only = [], []
