@@ -253,6 +253,24 @@ def test_a_rejection_faulting_the_alternative_for_lacking_exactly_once_is_not_re
     assert _check(honest, "rejections").points > 2
 
 
+def test_a_reason_said_with_a_contraction_or_what_the_alternative_is_not_built_for_is_a_reason():
+    plain = _section(9, "- **Building our own on Postgres.** Doable, but we'd be rebuilding durable timers, retries "
+                        "and history that the engine already has tested.\n"
+                        "- **Airflow.** Built for DAG batch pipelines; its scheduler loop isn't designed for 50k runs "
+                        "a minute.\n"
+                        "- **Kubernetes CronJobs.** A pod per run at 833 runs a second is far too heavy for the API "
+                        "server to start.")
+    check = _check(plain, "rejections")
+    assert check.points == check.max_points, check.missing
+
+
+def test_the_delivery_limit_said_by_denying_the_promise_is_the_limit():
+    denied = _section(1, "- **Delivery: at-least-once.** An activity whose worker dies is retried. No engine can make "
+                         "a side-effecting job exactly-once; the job must deduplicate on a key we pass it.")
+    check = _check(denied, "delivery_semantics")
+    assert check.points == check.max_points, check.missing
+
+
 def test_rejecting_the_lease_or_the_token_with_nothing_in_its_place_is_not_a_reasoned_rejection():
     rejections = _section(9, "- **Heartbeat leases**: rejected because each running job would write every few "
                              "seconds, which is load we do not want.\n"

@@ -35,6 +35,8 @@ DELIVERY_LIMIT = pattern(
     r"at[- ]least[- ]once.{0,160}\b(drop|ignore|skip|discard|detect)s? (the )?(repeats?|duplicates?|second (run|copy))",
     r"(can'?t|cannot|can ?not|no way to|never) (promise|guarantee|offer)\W+(\w+\W+){0,2}(only|exactly)[- ]once",
     r"\b(make|makes|making) (a |the )?(repeats?|duplicates?|retr(y|ies)|re-?runs?|second runs?) harmless",
+    # "No engine can make a side-effecting job exactly-once": the limit, said by denying the promise.
+    r"\b(no|nothing|nobody|no one)\b (\w+ ){0,3}(can|could|will) (\w+\W+){0,5}exactly[- ]once",
 )
 
 LATENCY = pattern(r"\blate\b", r"latency", r"lateness", r"\bon time\b", r"start(s|ed)? within", r"fires? within",

@@ -39,7 +39,9 @@ REASON = re.compile(
     r"requires?|needs?|cannot|can't|can not|forces?|loses?|lose|risks?|adds?|breaks?|too \w+|"
     r"expensive|overkill|doesn't|does not|won't|harder|slower|worse|without|only if|unless|"
     r"given that|the price|otherwise|why|needed|unnecessary|simpler|enough|so|lost|gap|pins?|starves?|"
-    r"no (\w+[- ])?(lease|fencing|ordering|guarantee|support|way))\b",
+    r"no (\w+[- ])?(lease|fencing|ordering|guarantee|support|way)|"
+    # "we'd be rebuilding the timers", "its loop isn't designed for 50k runs a minute"
+    r"(we|i|it|they|you)'d|(isn'?t|aren'?t|is not|are not|wasn'?t|not) (designed|built|meant|made) for)\b",
     re.I,
 )
 
