@@ -253,6 +253,14 @@ def test_a_rejection_faulting_the_alternative_for_lacking_exactly_once_is_not_re
     assert _check(honest, "rejections").points > 2
 
 
+def test_a_workflow_engines_event_history_is_the_execution_record():
+    engine = _section(6, "Did it run: every attempt is a history event in the workflow's event history, and the "
+                         "workflow ends Completed or Failed with the error. Scheduled ≠ started ≠ completed, and the "
+                         "query shows which.")
+    check = _check(engine, "proof_of_execution")
+    assert not any("record per attempt" in m or "dispatched is not" in m for m in check.missing), check.missing
+
+
 def test_a_reason_said_with_a_contraction_or_what_the_alternative_is_not_built_for_is_a_reason():
     plain = _section(9, "- **Building our own on Postgres.** Doable, but we'd be rebuilding durable timers, retries "
                         "and history that the engine already has tested.\n"
@@ -499,6 +507,16 @@ def test_a_failures_own_later_sentences_do_not_split_it():
     one = _section(7, "Worker dies: detected when its lease expires. Its late write fails the token check, so it "
                       "is contained. Recovered: back to ready with backoff, dead after five tries, then an alert.")
     assert len(failure_items(parse(one))) == 1 and failure_items(parse(one))[0].complete
+
+
+def test_a_failure_detected_like_the_one_before_and_recovered_by_the_new_attempt_has_its_legs():
+    table = _section(7, "| Failure | What happens |\n|---|---|\n"
+                        "| Worker crash | The leader sees no heartbeat for 30 s; the run is contained to that worker's "
+                        "slots and re-dispatched to another worker with a new token |\n"
+                        "| Worker partition | Same detection; the old worker's finish and its fenced writes are "
+                        "refused; the new attempt finishes |")
+    items = failure_items(parse(table))
+    assert [i.complete for i in items] == [True, True], [(i.title, i.missing_legs()) for i in items]
 
 
 def test_a_machine_is_a_worker_and_a_planner_a_scheduler():

@@ -158,11 +158,16 @@ DURATION_POOLS = pattern(r"(separate|dedicated|own) (worker )?pools?", r"pools? 
                          r"(separate|dedicated|own) (set|group|fleet|pool) of (machines|workers|hosts|nodes|runners)")
 
 EXECUTION_RECORDS = pattern(r"execution (record|row|history|log|table)s?", r"attempts? (table|row|record)s?",
+                            # a workflow engine's record: "every attempt is a history event", "the event history"
+                            r"(event|workflow) history",
+                            r"(every|each) (attempt|run|execution) is an? (history )?event",
                             r"run (record|history|table)s?", r"occurrence (row|record|table)s?", r"\baudit",
                             r"executions table", r"row (for|per) (every |each )?(attempt|occurrence|run|execution)",
                             r"(every|each) (attempt|run|execution|occurrence) (gets|has|is) (a|its own) (row|record)")
 DISPATCHED_VS_COMPLETED = pattern(
-    r"dispatch\w*.{0,60}\b(vs\.?|versus|is not|isn'?t|not the same|rather than|different from|≠).{0,30}complet",
+    r"(dispatch\w*|scheduled|started|claimed|handed out).{0,60}\b(vs\.?|versus|is not|isn'?t|not the same|rather than|"
+    r"different from)\b.{0,30}complet",
+    r"(dispatch\w*|scheduled|started|claimed|handed out)\W+(\w+\W+){0,2}≠.{0,30}complet",
     r"complet\w*.{0,60}\b(vs\.?|versus|is not|isn'?t|not the same|different from).{0,30}dispatch",
     r"dispatched.{0,40}\b(but|and) (not |never )?(completed|finished|succeeded)",
     r"(terminal|final) state", r"succeeded\b.{0,80}\b(dead|failed|lost)", r"completion (record|ack)",

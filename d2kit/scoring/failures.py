@@ -27,6 +27,7 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"\bconnection (drops|errors?|refused|lost)", r"\bsees?\b", r"\bfinds?\b", r"\bobserv", r"\bdashboard",
         r"\bliveness\b", r"\bstops? (renewing|heartbeating|responding|answering)", r"\bunreachable\b",
         r"\bseen (as|through|in|by|from|when)\b",
+        r"\bsame detection\b", r"\bdetection (is )?(as above|the same)\b",  # the failure before's, by reference
     ),
     "containment": pattern(
         r"\bcontain(s|ed)?\b", r"\bfenc", r"\bisolat", r"\bquarantin", r"\breject", r"\brefus", r"\bstale\b",
@@ -52,6 +53,7 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"\b(claimed|received|delivered|planned|handed out|picked up|started|taken|given|assigned) again\b",
         r"\b(another|other|a new|the next) (\w+ )?(worker|runner|consumer|node|replica|planner|scheduler|instance|"
         r"owner|leader|machine|host|process)s? (takes?|claims?|picks?|runs?|receives?|gets?|plans?|handles?)\b",
+        r"\b(the |a )?(new|next|fresh|retried) (\w+ )?(attempt|copy|run|execution)s? (finish|complet|succeed|runs? to)",
     ),
 }
 # "Containment: ..." or, in a sentence, "containment is that only its runs are affected".
