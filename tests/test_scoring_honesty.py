@@ -456,6 +456,8 @@ def test_plain_phrasing_of_a_follow_up_earns_it(check_id: str, plain: str):
     "as the worker count grows higher, the store checks each completion",
     "each failure increments the retry counter, and the completion call is checked",
     "the queue depth count goes higher at peak; completions are verified against the run row",
+    "the worker count only grows as tenants join, and each completion is checked against the run row",
+    "the backlog only ever grows during an outage; completions are verified against the run row",
 ])
 def test_a_count_that_grows_is_not_a_fencing_token(tally: str):
     """A number earns the fencing token when it is one practitioners compare for order (attempt, claim, ticket,
@@ -464,6 +466,15 @@ def test_a_count_that_grows_is_not_a_fencing_token(tally: str):
     check = _check(_section(6, f"A worker's lease expires after 30 s unless renewed every 10 s; {tally}."),
                    "lease_fencing")
     assert "no fencing token per attempt" in check.missing
+
+
+@pytest.mark.parametrize("order", [
+    "each claim takes a new generation number from a counter that only goes up",
+    "the token is the Raft log index of the grant, so it only ever grows",
+    "the token embeds range_id, and range_id only increases",
+])
+def test_a_number_that_only_grows_is_a_fencing_token(order: str):
+    assert FENCING.search(order)
 
 
 def test_failures_told_in_plain_words_have_their_three_legs():

@@ -68,7 +68,10 @@ FENCE_NUMBER = (r"(fenc(e|ing)|epoch|generation|version|ticket|sequence|lease|at
                 r"receive|term|token)")
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
-                  r"\bsequencer\b", r"\b(raft )?term number", r"(only|ever) (grows|increases|goes up)",
+                  r"\bsequencer\b", r"\b(raft )?term number",
+                  # what only grows must be a number the store can compare, not a tally ("the worker count only grows")
+                  rf"(\b{FENCE_NUMBER}|\bcounter|\bnumber|\bindex|\bid|_id)s?\b[^.;|]{{0,60}}\b(only|ever) (ever )?"
+                  r"(grows|increases|goes up)",
                   # a number the store compares for order, named as practitioners name one: an attempt, claim,
                   # ticket, sequence, generation or lease number (SQS's receive count, ZooKeeper's zxid). Not any
                   # '<noun> count': "the retry count is incremented" counts retries, it fences nothing.
