@@ -15,9 +15,12 @@ from typing import Any
 from d2kit import capacity
 from d2kit.bench import results as result_files
 
+# The goals of issue 18: ten times the design's peak on one machine, a quarter of it at peak, and 1.5x the
+# simplest peer's throughput with its fire lag no worse.
 LAG_GOAL_MS = 100.0
-CPU_GOAL_PERCENT = 60.0
-MAX_RATE_GOAL = 5_000.0
+CPU_GOAL_PERCENT = 25.0
+MAX_RATE_OVER_PEAK = 10
+PEER_THROUGHPUT_GOAL = 1.5  # ours / theirs, sustained and drain; lag (theirs / ours) must be >= 1.0
 SNAPSHOT_RECOVERY_GOAL_SECONDS = 120.0
 SCALE_GOAL_RATIO = 0.9
 # A benchmark runs alone: other processes may use this much of the machine during a part (the kernel and idle
@@ -109,10 +112,11 @@ def rows(results: dict[str, Any], scale: dict[str, Any] | None = None) -> list[R
 
     max_rate = _get(bench, "max_rate", "max_sustainable_per_second")
     reference = stated.reference_ceiling_per_second
+    max_rate_goal = MAX_RATE_OVER_PEAK * peak
     out.append(Row("maximum sustainable rate (p99 lag <= 100 ms)",
-                   f">= {MAX_RATE_GOAL:,.0f}/s goal (lean SKIP LOCKED reference: {reference:,.0f}/s)",
-                   "not measured" if max_rate is None else f"{max_rate:,.0f}/s",
-                   _verdict(None if max_rate is None else max_rate >= MAX_RATE_GOAL), "bench.max_rate"))
+                   f">= {max_rate_goal:,.0f}/s goal, {MAX_RATE_OVER_PEAK}x peak (lean SKIP LOCKED reference: "
+                   f"{reference:,.0f}/s)", "not measured" if max_rate is None else f"{max_rate:,.0f}/s",
+                   _verdict(None if max_rate is None else max_rate >= max_rate_goal), "bench.max_rate"))
 
     drain = _get(bench, "drain", "executions_per_second")
     admission = scale["catch_up"]["short_pool_admission_rate"]
@@ -146,9 +150,12 @@ def rows(results: dict[str, Any], scale: dict[str, Any] | None = None) -> list[R
     peers = _get(bench, "peers", "ratio_ours_over_theirs") or {}
     for name, ratios in sorted(peers.items()):
         values = {k: v for k, v in ratios.items() if v is not None}
-        out.append(Row(f"ours / {name} (sustained, drain, lag)", ">= 1.0x on each",
+        goals = {k: 1.0 if k.startswith("p99_lag") else PEER_THROUGHPUT_GOAL for k in values}
+        out.append(Row(f"ours / {name} (sustained, drain, lag)",
+                       f">= {PEER_THROUGHPUT_GOAL:g}x sustained and drain, lag no worse (>= 1.0x)",
                        ", ".join(f"{k} {v:.2f}x" for k, v in values.items()) or "not measured",
-                       _verdict(None if not values else all(v >= 1.0 for v in values.values())), "bench.peers"))
+                       _verdict(None if not values else all(v >= goals[k] for k, v in values.items())),
+                       "bench.peers"))
 
     api_p99 = _get(load, "api_latency_ms", "p99")
     out.append(Row("HTTP API latency p99 under load (make load)", "measured, no stated figure",
