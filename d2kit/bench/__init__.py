@@ -8,6 +8,7 @@
 * ``peers``    -- the same no-op workload through pgqueuer and procrastinate, in their own virtualenv.
 * ``loadtest`` -- ``make load``: Locust against the HTTP API while a cluster runs.
 * ``results``  -- the result JSON (one schema, one writer) and the time-series chart.
-* ``check``    -- ``d2kit load check``: every number the design states next to what was measured.
+* ``machine_load`` -- the machine's load before and during each part: was the bench alone?
+* ``check``    -- ``d2kit load check``: every number the design states next to what was measured, stale or not.
 * ``cli``      -- the ``d2kit load`` and ``d2kit bench`` command groups.
 """

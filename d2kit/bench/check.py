@@ -1,22 +1,31 @@
 """``d2kit load check``: every number the design states, next to what was measured, with pass/fail.
 
 The stated numbers come from the scale file the docs render (designs/d2/scale.yaml through capacity.derive);
-the measured ones from load/results/latest.json. A row whose measurement is missing says so rather than passing.
+the measured ones from load/results/latest.json. A row whose measurement is missing says so rather than passing;
+a row measured on code that has changed since says it is stale (results.staleness), whatever its verdict.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from d2kit import capacity
+from d2kit.bench import results as result_files
 
+# The goals of issue 18: ten times the design's peak on one machine, a quarter of it at peak, and 1.5x the
+# simplest peer's throughput with its fire lag no worse.
 LAG_GOAL_MS = 100.0
-CPU_GOAL_PERCENT = 60.0
-MAX_RATE_GOAL = 5_000.0
+CPU_GOAL_PERCENT = 25.0
+MAX_RATE_OVER_PEAK = 10
+PEER_THROUGHPUT_GOAL = 1.5  # ours / theirs, sustained and drain; lag (theirs / ours) must be >= 1.0
 SNAPSHOT_RECOVERY_GOAL_SECONDS = 120.0
 SCALE_GOAL_RATIO = 0.9
+# A benchmark runs alone: other processes may use this much of the machine during a part (the kernel and idle
+# daemons take a percent or two) before the part's figures are not the system's own.
+ALONE_OTHER_CPU_PERCENT = 10.0
 
 
 @dataclass(frozen=True)
@@ -25,7 +34,8 @@ class Row:
     stated: str
     measured: str
     verdict: str  # 'pass' | 'FAIL' | 'not measured'
-    source: str
+    source: str   # where in latest.json: 'bench.<part>...' and/or 'load', joined by ' + '
+    stale: str = ""  # why the measurement no longer describes the code; '' while it does
 
 
 def _get(data: Any, *path: str) -> Any:
@@ -89,7 +99,7 @@ def rows(results: dict[str, Any], scale: dict[str, Any] | None = None) -> list[R
     lost = [v for v in (sustained.get("lost_occurrences"), _get(bench, "drain", "lost_occurrences"),
                         load.get("lost_occurrences")) if v is not None]
     out.append(Row("occurrences lost", "0", "not measured" if not lost else str(sum(lost)),
-                   _verdict(None if not lost else sum(lost) == 0), "bench + load"))
+                   _verdict(None if not lost else sum(lost) == 0), "bench.sustained + bench.drain + load"))
 
     claim_ms = _get(bench, "scale", "claim_transaction_ms")
     batch = _get(bench, "scale", "claim_batch") or scale["workers"]["claim_batch"]
@@ -102,10 +112,11 @@ def rows(results: dict[str, Any], scale: dict[str, Any] | None = None) -> list[R
 
     max_rate = _get(bench, "max_rate", "max_sustainable_per_second")
     reference = stated.reference_ceiling_per_second
+    max_rate_goal = MAX_RATE_OVER_PEAK * peak
     out.append(Row("maximum sustainable rate (p99 lag <= 100 ms)",
-                   f">= {MAX_RATE_GOAL:,.0f}/s goal (lean SKIP LOCKED reference: {reference:,.0f}/s)",
-                   "not measured" if max_rate is None else f"{max_rate:,.0f}/s",
-                   _verdict(None if max_rate is None else max_rate >= MAX_RATE_GOAL), "bench.max_rate"))
+                   f">= {max_rate_goal:,.0f}/s goal, {MAX_RATE_OVER_PEAK}x peak (lean SKIP LOCKED reference: "
+                   f"{reference:,.0f}/s)", "not measured" if max_rate is None else f"{max_rate:,.0f}/s",
+                   _verdict(None if max_rate is None else max_rate >= max_rate_goal), "bench.max_rate"))
 
     drain = _get(bench, "drain", "executions_per_second")
     admission = scale["catch_up"]["short_pool_admission_rate"]
@@ -139,15 +150,59 @@ def rows(results: dict[str, Any], scale: dict[str, Any] | None = None) -> list[R
     peers = _get(bench, "peers", "ratio_ours_over_theirs") or {}
     for name, ratios in sorted(peers.items()):
         values = {k: v for k, v in ratios.items() if v is not None}
-        out.append(Row(f"ours / {name} (sustained, drain, lag)", ">= 1.0x on each",
+        goals = {k: 1.0 if k.startswith("p99_lag") else PEER_THROUGHPUT_GOAL for k in values}
+        out.append(Row(f"ours / {name} (sustained, drain, lag)",
+                       f">= {PEER_THROUGHPUT_GOAL:g}x sustained and drain, lag no worse (>= 1.0x)",
                        ", ".join(f"{k} {v:.2f}x" for k, v in values.items()) or "not measured",
-                       _verdict(None if not values else all(v >= 1.0 for v in values.values())), "bench.peers"))
+                       _verdict(None if not values else all(v >= goals[k] for k, v in values.items())),
+                       "bench.peers"))
 
     api_p99 = _get(load, "api_latency_ms", "p99")
     out.append(Row("HTTP API latency p99 under load (make load)", "measured, no stated figure",
                    "not measured" if api_p99 is None else f"{api_p99:,.0f} ms, errors {load.get('errors', 0)}",
                    _verdict(None if api_p99 is None else load.get("errors", 0) == 0), "load"))
-    return out
+    out.append(_alone_row(bench.get("parts") or {}))
+    code_now = result_files.code_digest()
+    return [_with_staleness(row, results, code_now) for row in out]
+
+
+def _alone_row(parts: dict[str, Any]) -> Row:
+    """Other processes' share of the machine during each benchmark part (machine_load.py)."""
+    # A part that yields several figures (batch_curve) stamps each with the part's name and the same load.
+    during = {stamp.get("part", figure): _get(stamp, "machine_load", "during", "other_processes_percent")
+              for figure, stamp in sorted(parts.items())}
+    recorded = {part: share for part, share in during.items() if share is not None}
+    unrecorded = sorted(set(during) - set(recorded))
+    measured = ", ".join(f"{part} {share:g}%" for part, share in recorded.items()) or "not measured"
+    if recorded and unrecorded:
+        measured += f"; not recorded for {', '.join(unrecorded)}"
+    return Row("benchmark alone on the machine: other processes' CPU during each part",
+               f"<= {ALONE_OTHER_CPU_PERCENT:g}% of the machine", measured,
+               _verdict(None if not recorded or unrecorded else
+                        all(share <= ALONE_OTHER_CPU_PERCENT for share in recorded.values())),
+               " + ".join(f"bench.{part}" for part in during) or "bench")
+
+
+def _with_staleness(row: Row, results: dict[str, Any], code_now: str | None) -> Row:
+    """The row marked stale when any measurement it reads was taken on code that has changed since."""
+    if row.verdict == "not measured":
+        return row
+    bench, parts = results.get("bench") or {}, (results.get("bench") or {}).get("parts") or {}
+    stamps = []
+    for source in re.findall(r"\b(?:bench\.(\w+)|(load))\b", row.source):
+        figure, load = source
+        if load and results.get("load"):
+            stamps.append(results["load"])
+        elif figure in bench:  # older files stamp only the bench section as a whole
+            stamps.append(parts.get(figure) or bench)
+    reasons = sorted({reason for stamp in stamps for reason in [result_files.staleness(stamp, code_now)] if reason})
+    return replace(row, stale="; ".join(reasons)) if reasons else row
+
+
+def exit_status(table: list[Row], strict: bool = False) -> int:
+    """1 when a stated goal fails or a result is stale (or, with ``strict``, was not measured); else 0."""
+    bad = [r for r in table if r.verdict == "FAIL" or r.stale or (strict and r.verdict == "not measured")]
+    return 1 if bad else 0
 
 
 def _history_rows(history: dict[str, Any], peak: float) -> list[Row]:

@@ -84,60 +84,68 @@ def _progress() -> Iterator[Callable[[str], None]]:
         yield lambda message: bar.update(task, description=message)
 
 
-def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> Iterator[tuple[str, Any]]:
-    """Run the chosen parts in a fixed order, yielding (part, result) as each finishes (so each is saved even
-    if a later one fails)."""
+def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Run the chosen parts in a fixed order, yielding (part, {figure: result}) as each finishes (so each is saved
+    even if a later one fails)."""
     from d2kit.bench import history, peers, scale, scenarios, skipped, spike
     from d2kit.bench.harness import ClusterShape
 
     shape = ClusterShape()
     if "sustained" in parts:
-        yield "sustained", scenarios.sustained(shape, 833, plan.sustained_seconds, with_series=True,
-                                               progress=progress)
+        yield "sustained", {"sustained": scenarios.sustained(shape, 833, plan.sustained_seconds, with_series=True,
+                                                             progress=progress)}
     if "drain" in parts:
-        yield "drain", scenarios.drain(shape, plan.backlog, progress=progress, rounds=plan.drain_rounds)
+        yield "drain", {"drain": scenarios.drain(shape, plan.backlog, progress=progress, rounds=plan.drain_rounds)}
     if "batch_curve" in parts:
         curve = scenarios.batch_curve(shape, list(plan.curve_batches), list(plan.curve_workers), plan.curve_backlog,
                                       progress=progress)
-        yield "batch_curve", curve
         one = [p["executions_per_second"] for p in curve if p["workers"] == 1]
-        yield "per_worker_process_per_second", max(one) if one else None
+        yield "batch_curve", {"batch_curve": curve, "per_worker_process_per_second": max(one) if one else None}
     if "max_rate" in parts:
-        yield "max_rate", scenarios.max_rate(shape, list(plan.rates), plan.step_seconds, progress=progress)
+        yield "max_rate", {"max_rate": scenarios.max_rate(shape, list(plan.rates), plan.step_seconds,
+                                                          progress=progress)}
     if "held_snapshot" in parts:
         snapshot = scenarios.HeldSnapshot(after_seconds=plan.hold_after_seconds, hold_seconds=plan.hold_seconds)
-        yield "held_snapshot", scenarios.sustained(shape, 833, plan.hold_total_seconds, snapshot=snapshot,
-                                                   progress=progress)
+        yield "held_snapshot", {"held_snapshot": scenarios.sustained(shape, 833, plan.hold_total_seconds,
+                                                                     snapshot=snapshot, progress=progress)}
     if "scale" in parts:
-        yield "scale", scale.compare(shape, plan.scale_small, plan.scale_large, plan.scale_history,
-                                     plan.scale_backlog, progress=progress)
+        yield "scale", {"scale": scale.compare(shape, plan.scale_small, plan.scale_large, plan.scale_history,
+                                               plan.scale_backlog, progress=progress)}
     if "history" in parts:
-        yield "history", {
+        yield "history", {"history": {
             "at_peak": history.at_peak(shape, 833, plan.history_seconds, plan.history_archive_after_seconds,
                                        progress=progress),
-            "retention": history.retention(plan.history_rows, shape.tenants, progress=progress)}
+            "retention": history.retention(plan.history_rows, shape.tenants, progress=progress)}}
     if "spike" in parts:
-        yield "spike", spike.compare(shape, plan.spike_jobs, plan.spike_spread_seconds, progress=progress)
+        yield "spike", {"spike": spike.compare(shape, plan.spike_jobs, plan.spike_spread_seconds, progress=progress)}
     if "skipped_rows" in parts:  # the catch-up storm's run_once: a 2-hour outage of per-minute crons
-        yield "skipped_rows", skipped.compare(plan.skipped_jobs, SKIPPED_PER_JOB, progress=progress)
+        yield "skipped_rows", {"skipped_rows": skipped.compare(plan.skipped_jobs, SKIPPED_PER_JOB, progress=progress)}
     if "peers" in parts:
-        yield "peers", peers.compare(shape, plan.peer_rounds, plan.peer_lag_seconds, plan.peer_saturate_seconds,
-                                     plan.peer_backlog, progress=progress)
+        yield "peers", {"peers": peers.compare(shape, plan.peer_rounds, plan.peer_lag_seconds,
+                                               plan.peer_saturate_seconds, plan.peer_backlog, progress=progress)}
 
 
-def _record_bench(measured: dict[str, Any], quick: bool) -> dict[str, Any]:
-    """Merge the parts just measured into the bench section (each part keeps its own stamp)."""
-    from d2kit.bench import results
+def measure(parts: list[str], quick: bool, save: bool,
+            progress: Callable[[str], None]) -> dict[str, Any]:
+    """Run the parts, each with the machine's load before and during it; merge each into the bench section as it
+    finishes (each figure keeps its own stamp). Returns the figures measured."""
+    from d2kit.bench import machine_load, results
 
-    bench = dict(results.latest().get("bench") or {})
-    stamped = results.stamp({"mode": "quick" if quick else "full"})
-    for part, value in measured.items():
-        bench[part] = value
-        bench.setdefault("parts", {})[part] = {k: stamped[k] for k in ("measured_at", "command", "mode", "code")}
-    bench.update({k: stamped[k] for k in ("measured_at", "command", "code", "machine", "database")})
-    series = (measured.get("sustained") or {}).get("series")
-    results.write("bench", bench, series=series)
-    return bench
+    measured: dict[str, Any] = {}
+    for part, figures, load in machine_load.watched(run_parts(parts, QUICK if quick else FULL, progress)):
+        measured.update(figures)
+        if not save:
+            continue
+        bench = dict(results.latest().get("bench") or {})
+        stamped = results.stamp({"mode": "quick" if quick else "full"})
+        for figure, value in figures.items():
+            bench[figure] = value
+            bench.setdefault("parts", {})[figure] = {
+                **{k: stamped[k] for k in ("measured_at", "command", "mode", "code", "code_digest")},
+                "part": part, "machine_load": load}
+        bench.update({k: stamped[k] for k in ("measured_at", "command", "code", "machine", "database")})
+        results.write("bench", bench, series=(figures.get("sustained") or {}).get("series"))
+    return measured
 
 
 @bench_app.command("run")
@@ -158,12 +166,8 @@ def bench_run(
     if unknown:
         console.print(f"[red]error:[/] unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
         raise typer.Exit(2)
-    measured: dict[str, Any] = {}
     with _progress() as progress:
-        for part, result in run_parts(parts, QUICK if quick else FULL, progress):
-            measured[part] = result
-            if save:
-                _record_bench({part: result}, quick)
+        measured = measure(parts, quick, save, progress)
     if as_json:
         print(json.dumps(measured, indent=2, default=str))
     else:
@@ -179,9 +183,7 @@ def bench_peers(
     """Ours vs pgqueuer vs procrastinate on the same PostgreSQL, alternating rounds, medians (creates .venv-bench/
     with pip on first use)."""
     with _progress() as progress:
-        measured = dict(run_parts(["peers"], QUICK if quick else FULL, progress))
-    if save:
-        _record_bench(measured, quick)
+        measured = measure(["peers"], quick, save, progress)
     if as_json:
         print(json.dumps(measured["peers"], indent=2, default=str))
     else:
@@ -226,9 +228,11 @@ def load_run(
 @load_app.command("check")
 def load_check(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 if any row fails or was not measured."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 also when a row was not measured."),
 ) -> None:
-    """Every number the design states (designs/d2/scale.yaml) next to the latest measurement, with pass/fail."""
+    """Every number the design states (designs/d2/scale.yaml) next to the latest measurement, with pass/fail.
+
+    Exits 1 when a stated goal fails or a measurement is stale (taken on code that has changed since)."""
     from d2kit.bench import check, results
 
     table = check.rows(results.latest())
@@ -236,8 +240,7 @@ def load_check(
         print(json.dumps(check.as_dicts(table), indent=2))
     else:
         _print_check(table)
-    if strict and any(r.verdict != "pass" for r in table):
-        raise typer.Exit(1)
+    raise typer.Exit(check.exit_status(table, strict))
 
 
 def _print_check(table=None) -> None:
@@ -250,7 +253,9 @@ def _print_check(table=None) -> None:
         view.add_column(col, overflow="fold")
     colour = {"pass": "green", "FAIL": "red"}
     for row in table:
-        view.add_row(row.figure, row.stated, row.measured, f"[{colour.get(row.verdict, 'yellow')}]{row.verdict}[/]")
+        stale = f"\n[yellow]stale: {row.stale}[/]" if row.stale else ""
+        view.add_row(row.figure, row.stated, row.measured,
+                     f"[{colour.get(row.verdict, 'yellow')}]{row.verdict}[/]{stale}")
     console.print(view)
     for kind in ("bench", "load"):
         section = data.get(kind) or {}

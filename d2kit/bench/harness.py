@@ -31,6 +31,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import ProgrammingError
 
 from d2kit import capacity
+from d2kit.bench.machine_load import machine_times
 from reference_impl import cleaner, db
 from reference_impl.cluster import LocalCluster
 
@@ -213,12 +214,12 @@ class ProcessMeter:
         self.sample()
         self._started = True
         self._t0 = time.monotonic()
-        self._machine0 = _machine_times()
+        self._machine0 = machine_times()
 
     def stop(self) -> None:
         self.sample()
         self.seconds = time.monotonic() - self._t0
-        total, idle = _machine_times()
+        total, idle = machine_times()
         self.machine_total = total - self._machine0[0]
         self.machine_busy = self.machine_total - (idle - self._machine0[1])
 
@@ -235,12 +236,6 @@ class ProcessMeter:
         result["other_processes"] = round(max(0.0, result["machine"] - sum(v for k, v in result.items()
                                                                           if k != "machine")), 1)
         return result
-
-
-def _machine_times() -> tuple[float, float]:
-    times = psutil.cpu_times()
-    idle = times.idle + getattr(times, "iowait", 0.0)
-    return sum(times), idle
 
 
 def machine() -> dict[str, object]:

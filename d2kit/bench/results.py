@@ -18,12 +18,14 @@ sustained runs, and ``load/results/bench-timeline.svg`` draws them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
 import subprocess
 import sys
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,9 @@ SERIES = RESULTS_DIR / "series.json"
 CHART = RESULTS_DIR / "bench-timeline.svg"
 HOT_PATH = ("reference_impl/sql", "reference_impl/worker.py", "reference_impl/scheduler.py",
             "reference_impl/materializer.py", "reference_impl/reaper.py", "d2kit/bench")
+# What a measurement describes: the scheduler, all of it (the archiver, the database helpers and the API are on
+# the measured paths too). A result whose digest of these files differs from today's is stale.
+MEASURED_CODE = "reference_impl"
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -55,7 +60,7 @@ def stamp(section: dict[str, Any]) -> dict[str, Any]:
     """When, how (the exact command), with which code and on what machine: every section carries these."""
     command = " ".join(["d2kit", *map(shlex.quote, sys.argv[1:])]) if sys.argv else "d2kit"
     return {"measured_at": datetime.now(UTC).isoformat(timespec="seconds"), "command": command,
-            "code": _code_version(), "machine": harness.machine(),
+            "code": _code_version(), "code_digest": code_digest(), "machine": harness.machine(),
             "database": "embedded PostgreSQL 16 (pgserver), synchronous_commit=on"
             if not os.environ.get("DATABASE_URL") else "DATABASE_URL", **section}
 
@@ -71,6 +76,52 @@ def _code_version() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return f"{commit}+changes" if dirty else commit
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=paths.ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def _digest(files: list[tuple[str, str]]) -> str:
+    """One hash of the (blob, path) pairs: the same files with the same contents give the same digest."""
+    return hashlib.sha256("\n".join(sorted(f"{blob} {path}" for blob, path in files)).encode()).hexdigest()[:16]
+
+
+def code_digest() -> str | None:
+    """Digest of the measured code as it is in the working tree now (uncommitted changes included)."""
+    try:
+        files = [f for f in _git("ls-files", "-co", "--exclude-standard", "--", MEASURED_CODE).splitlines()
+                 if (paths.ROOT / f).is_file()]
+        blobs = _git("hash-object", "--", *files).split() if files else []
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return _digest(list(zip(blobs, files, strict=True)))
+
+
+@cache
+def _committed_digest(commit: str) -> str | None:
+    """Digest of the measured code at ``commit`` (results written before digests were recorded carry a commit)."""
+    try:
+        listing = _git("ls-tree", "-r", commit, "--", MEASURED_CODE)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    entries = (line.split("\t", 1) for line in listing.splitlines())
+    return _digest([(meta.split()[2], path) for meta, path in entries])  # meta: "<mode> blob <sha>"
+
+
+def staleness(stamp: dict[str, Any], now: str | None) -> str | None:
+    """Why a result no longer describes the code whose digest is ``now`` (code_digest()), None while it does.
+    Compared by the digest of ``MEASURED_CODE`` the result recorded or, for older results, the commit it names;
+    a result that cannot be compared cannot be shown to describe the code, and is stale too."""
+    code = stamp.get("code") or "unknown"
+    measured = stamp.get("code_digest")
+    if measured is None and code != "unknown" and not code.endswith("+changes"):
+        measured = _committed_digest(code)
+    if now is None:
+        return f"measured on {code}, no git checkout here to compare"
+    if measured is None:
+        return f"measured on {code}, which code that was is not known"
+    return None if measured == now else f"{MEASURED_CODE}/ changed since {code}"
 
 
 def write(kind: str, section: dict[str, Any], series: list[dict[str, Any]] | None = None,

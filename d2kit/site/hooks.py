@@ -230,8 +230,8 @@ def load_check_table() -> str:
     """`d2kit load check` as a table: every stated number against the latest measurement, with a verdict."""
     table = check.rows(results.latest())
     lines = ["| Figure | Stated | Measured | Verdict |", "|---|---|---|---|"]
-    lines += [f"| {r.figure} | {r.stated} | {r.measured} | **{r.verdict}** |".replace("\n", " ")
-              for r in table]
+    lines += [f"| {r.figure} | {r.stated} | {r.measured} | **{r.verdict}**"
+              f"{f' (stale: {r.stale})' if r.stale else ''} |".replace("\n", " ") for r in table]
     return "\n".join(lines) + "\n"
 
 

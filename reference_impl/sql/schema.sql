@@ -205,7 +205,10 @@ CREATE TABLE IF NOT EXISTS attempts (
     cancel_requested  boolean NOT NULL DEFAULT false,
     error             text
 );
-CREATE INDEX IF NOT EXISTS attempts_lease ON attempts (lease_expires_at) WHERE state = 'running';
+-- No index on the columns a completion or a heartbeat changes (state, lease_expires_at, finished_at): then both
+-- are HOT updates -- the new row version goes on the same page and no index gets an entry -- where the page has
+-- room, which the fillfactor below keeps. The reaper finds expired leases through occurrences_running instead: a
+-- running attempt is always its running occurrence's current_token.
 CREATE INDEX IF NOT EXISTS attempts_occurrence ON attempts (occurrence_id);
 
 -- ---------------------------------------------------------------------------------------------
@@ -271,8 +274,11 @@ CREATE OR REPLACE VIEW all_attempts AS
 -- count keeps vacuum's rhythm independent of table size; the visibility map lets it skip the pages nobody changed.
 ALTER TABLE occurrences SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 20000,
                              autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 20000);
+-- An attempt is inserted, then updated once or twice within seconds (heartbeat, completion): a fifth of each page
+-- is left free at insert so those updates fit beside it (HOT, see the attempts table).
 ALTER TABLE attempts SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 20000,
-                          autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 20000);
+                          autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 20000,
+                          fillfactor = 80);
 
 -- ---------------------------------------------------------------------------------------------
 -- The state machines, as data, and the trigger that makes an illegal transition fail.
