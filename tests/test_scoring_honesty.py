@@ -14,6 +14,7 @@ from d2kit.scoring.arithmetic import calculations
 from d2kit.scoring.concepts import FENCING
 from d2kit.scoring.document import parse
 from d2kit.scoring.failures import failure_items
+from d2kit.scoring.prose import is_name_drop
 from d2kit.scoring.rubric import load_design_rubric
 from d2kit.scoring.scorer import score_text
 
@@ -269,6 +270,17 @@ def test_a_reason_said_with_a_contraction_or_what_the_alternative_is_not_built_f
                         "- **Kubernetes CronJobs.** A pod per run at 833 runs a second is far too heavy for the API "
                         "server to start.")
     check = _check(plain, "rejections")
+    assert check.points == check.max_points, check.missing
+
+
+def test_an_operational_cost_is_a_reason_and_a_contraction_alone_is_not():
+    assert is_name_drop("we'd use Kafka for queueing, Redis for locks, ZooKeeper for leader")
+    cost = _section(9, "- **A ready-made workflow product.** It's another cluster to run, with its own upgrades.\n"
+                       "- **Redis sorted sets.** One more system to operate, and a failover can lose acknowledged "
+                       "schedules.\n"
+                       "- **Kubernetes CronJobs.** A pod per run at 833 runs a second is far too heavy for the API "
+                       "server to start.")
+    check = _check(cost, "rejections")
     assert check.points == check.max_points, check.missing
 
 

@@ -41,7 +41,11 @@ REASON = re.compile(
     r"given that|the price|otherwise|why|needed|unnecessary|simpler|enough|so|lost|gap|pins?|starves?|"
     r"no (\w+[- ])?(lease|fencing|ordering|guarantee|support|way)|"
     # "we'd be rebuilding the timers", "its loop isn't designed for 50k runs a minute"
-    r"(we|i|it|they|you)'d|(isn'?t|aren'?t|is not|are not|wasn'?t|not) (designed|built|meant|made) for)\b",
+    r"(we|i|it|they|you)'d (be|have|need|lose|pay|spend|rebuild|reinvent|re-?implement|own|run)|"
+    # the operational cost: "it's another cluster to run", "one more system to operate"
+    r"(another|one more|an extra) (\w+ )?(cluster|system|service|dependency|database|component) to "
+    r"(run|operate|maintain|learn|page on)|"
+    r"(isn'?t|aren'?t|is not|are not|wasn'?t|not) (designed|built|meant|made) for)\b",
     re.I,
 )
 
