@@ -28,9 +28,8 @@ def _of_class(name: str) -> list[str]:
     return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
 
 
-# Floors at what the scorer reached after held-out v5 (16 attempts, 5 of them missed) was folded in and the
-# scorer changed on tuning only: 87 of 102.
-MOST_MISSES = 15
+# Floors at what the scorer reached when held-out v6 (16 attempts, 5 of them missed) was folded in: 98 of 118.
+MOST_MISSES = 20
 MOST_MEAN_ERROR = 5
 
 
