@@ -152,6 +152,12 @@ def test_double_negation_still_credits_the_mechanism():
     ("clocks", "Expiry is decided on absolute wall-clock timestamps compared across machines, each node reading its "
                "own."),
     ("clocks", "Monotonic clocks are compared across nodes to decide which lease is still valid."),
+    # Who checks, not which words: the holder checking its own token fences nothing, and a design that only
+    # names fencing ("the lock fences out the other replica") is not excused a kill it relies on.
+    ("lease_fencing", "Each worker gets a fencing token when it starts a job, and the worker checks its own fencing "
+                      "token before each write to make sure it is still valid."),
+    ("lease_fencing", "When the lease expires we kill the old worker and re-dispatch the job; this is what fencing "
+                      "means: the lock fences out the other copy."),
     ("clocks", "The scheduler checks a lease by comparing its monotonic reading with the worker's wall clock."),
     ("clocks", "Every host's clock is synchronised across the data centre using NTP, so lease deadlines from any "
                "node agree."),

@@ -47,6 +47,7 @@ def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):
     ("incoherent-tables", 0, 30),
     ("keyword-salad", 0, 30),
     ("keyword-salad-contradictory", 0, 30),
+    ("keyword-dense-wrong", 0, 30),
     ("pasted-prompt", 0, 10),
     ("prompt-paste", 0, 10),
     ("prompt-echo", 0, 10),

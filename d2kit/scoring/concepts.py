@@ -91,6 +91,13 @@ WRITE_PATH = pattern(r"\bwrite", r"\bcommit", r"\bcomplet", r"\bstorage\b", r"\b
 # "Jobs may check this token if they want; it is up to the job": a check nobody must make is a token nothing checks.
 OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30}\b(check|verif|compar|reject)",
                          r"up to the (job|author|user|tenant)", r"if (it|they) (wants?|chooses?|likes?)")
+# "The worker checks its own fencing token before each write": the holder vouching for itself. A token fences a
+# stale holder only when the store it writes to is the one that checks (the worker may be the paused one).
+SELF_CHECK = pattern(r"\b(worker|client|job|holder|process)s?\b.{0,30}\b(checks?|verif\w*|validat\w*|compar\w*)\b"
+                     r".{0,20}\b(its|their) own\b.{0,20}\btokens?",
+                     r"\b(worker|client|holder)s? (itself|themselves) (checks?|verif\w*|validat\w*)\b.{0,30}\btokens?")
+NOT_THE_STORES_CHECK = pattern(OPTIONAL_CHECK.pattern, SELF_CHECK.pattern)
+
 # Quartz's fire time, Temporal's scheduled time, Oozie's nominal time, Airflow's logical date, a planned time.
 FIRE_TIME = (r"(fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?"
              r"(time|at|minute|timestamp|date|moment)\b")
@@ -271,8 +278,13 @@ def lease_fencing(doc: Document) -> Finding:
         (3 / 8, component(units, LEASE, "no worker lease or heartbeat that expires", also=LIVENESS)),
         (2 / 8, component(units, FENCING, "no fencing token per attempt")),
         (3 / 8, component(units, FENCING, "the fencing token is not checked on the job's write path or on completion",
-                          also=both(FENCE_CHECK, WRITE_PATH), unless=OPTIONAL_CHECK)),
+                          also=both(FENCE_CHECK, WRITE_PATH), unless=NOT_THE_STORES_CHECK)),
     ])
+
+
+def store_checks_token(doc: Document) -> bool:
+    """Someone other than its holder checks a fencing number: a lock or a kill on top of that is an extra."""
+    return bool(component(_designed(doc), FENCING, "", also=FENCE_CHECK, unless=NOT_THE_STORES_CHECK).fraction)
 
 
 def replica_double_fire(doc: Document) -> Finding:

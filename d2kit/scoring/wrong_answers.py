@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from d2kit.scoring.concepts import SELF_CHECK, store_checks_token
 from d2kit.scoring.document import Document
 from d2kit.scoring.evidence import Evidence, Finding, pattern
 from d2kit.scoring.negation import affirmed
@@ -30,6 +31,7 @@ class WrongAnswer:
     cap: float  # the share of the check's points left at most
     unless: re.Pattern[str] | None = None  # the same sentence qualifying the claim makes it right
     unless_anywhere: re.Pattern[str] | None = None  # ... or any sentence of the attempt
+    unless_store_fences: bool = False  # ... or the design's store checks a fencing token (concepts.store_checks_token)
 
 
 # A job that must cooperate for exactly-once (idempotency it implements, a token it checks) is the right answer.
@@ -41,9 +43,6 @@ COOPERATION = pattern(r"(job|handler|sink|downstream|author|user|tenant|caller)s
                       r"\b(impossible|not (possible|achievable)|cannot be guaranteed|no such thing)",
                       r"\b(effectively|at[- ]least[- ]once plus)")
 
-# A design whose store checks a token or epoch: a lock or a kill on top of it is an extra, not the answer.
-FENCED = pattern(r"\bfenc", r"\bepoch\b", r"\bgeneration\b", r"version (number|counter)",
-                 r"\btoken\b.{0,60}\b(check|reject|compar|refus)")
 
 WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("delivery_semantics", "exactly-once execution promised without the job's cooperation", pattern(
@@ -87,13 +86,13 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("lease_fencing", "a distributed lock trusted to keep one holder (a paused holder outlives its expiry)",
                 pattern(r"(redis|zookeeper|etcd|distributed|setnx)\W+(\w+\W+){0,3}lock\w*\b.{0,80}\b(ensures?|"
                         r"guarantees?|so that|means) (that )?(only one|no two|never|a single)"), 3 / 8,
-                unless_anywhere=FENCED),
+                unless_store_fences=True),
     WrongAnswer("lease_fencing", "the old copy stopped by a kill sent to it (a partitioned worker never receives it)",
                 pattern(r"\b(send|sends|sent|sending|issues?|issued)\b.{0,20}\b(kill|terminat\w*|stop|shutdown)\b"
                         r".{0,40}\b(old|first|previous|original|stale|zombie)\b",
                         r"\b(old|first|previous|original|stale|zombie) (worker|copy|attempt|instance|host)\b.{0,20}\b"
                         r"(is |gets )?(sent|given) an? (kill|stop|terminate)",
-                        r"\bwe kill the (old|first|previous|stale|zombie)\b"), 3 / 8, unless_anywhere=FENCED),
+                        r"\bwe kill the (old|first|previous|stale|zombie)\b"), 3 / 8, unless_store_fences=True),
     WrongAnswer("lease_fencing", "fencing tokens said to stop a second copy from running (they stop its writes)",
                 pattern(r"fenc\w*\b.{0,80}\b(two workers|second copy|two copies|split[- ]brain)\b.{0,30}\b(never|"
                         r"impossible|cannot|can'?t)\b",
@@ -107,7 +106,7 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                         r".{0,10}\b(does not|doesn'?t|do not|don'?t|need not|needn'?t|never)( need to)? (check|verify|"
                         r"validate|compare)",
                         r"\b(worker|job|client)s?\b.{0,20}\bchecks?\b.{0,30}\btokens?\b.{0,20}\b(itself|"
-                        r"against its own)"), 3 / 8,
+                        r"against its own)", SELF_CHECK.pattern), 3 / 8,
                 # "there is no fencing token, and storage never checks one": an absence, said as such
                 unless=pattern(r"\b(no|without( a| any)?) (fencing )?tokens?\b")),
     WrongAnswer("lease_fencing", "the re-dispatched copy given the same token (the old copy's writes still pass)",
@@ -250,8 +249,9 @@ def charges(doc: Document) -> list[Charge]:
     found = []
     units = [u for u in doc.content_units() if u.section != 9]  # section 9 names wrong answers to reject them
     whole = " ".join(u.statement_text for u in units)
+    store_fences = store_checks_token(doc)
     for wrong in WRONG_ANSWERS:
-        if wrong.unless_anywhere and wrong.unless_anywhere.search(whole):
+        if wrong.unless_anywhere and wrong.unless_anywhere.search(whole) or wrong.unless_store_fences and store_fences:
             continue
         for unit in units:
             hit = next((s for _, s in unit.statements() if affirmed(wrong.claim, s) and not DISCUSSION.search(s)
