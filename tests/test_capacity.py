@@ -13,8 +13,8 @@ import re
 import pytest
 
 from d2kit import capacity
+from d2kit.formatting import fmt_bytes, fmt_duration, fmt_number, fmt_percent
 from d2kit.site import design_doc
-from d2kit.site.design_doc import fmt_bytes, fmt_duration, fmt_number, fmt_percent
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ from typer.testing import CliRunner
 
 from d2kit import capacity
 from d2kit.cli import app
+from d2kit.formatting import fmt_number
 from d2kit.scoring.rubric import load_design_rubric
 from d2kit.site import cheatsheet, glossary
 from d2kit.site.alternatives import ALTERNATIVES_FILE, alternatives_markdown
-from d2kit.site.design_doc import fmt_number
 from d2kit.site.rubric_pages import calibration_markdown, second_questions_markdown
 
 

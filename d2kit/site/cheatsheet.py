@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.text import Text
 
 from d2kit import capacity
+from d2kit.formatting import fmt_bytes, fmt_number
 from d2kit.scoring.rubric import load_design_rubric
-from d2kit.site.design_doc import fmt_bytes, fmt_number
 
 
 @dataclass(frozen=True)
