@@ -93,3 +93,29 @@ def test_the_load_tests_page_renders_the_profile_from_the_results_file(tmp_path,
 
     path.write_text(json.dumps({"bench": {}}))
     assert "Not measured yet: `d2kit bench run --only profile`" in design_doc.render("load-tests.md.j2")
+
+
+def test_section_8_says_what_breaks_first_from_the_measured_run(tmp_path, monkeypatch):
+    from d2kit.site import design_doc
+
+    bench = {"max_rate": {"max_sustainable_per_second": 2000.0, "lag_limit_ms": 100.0, "steps": [
+                 {"offered_per_second": 2000, "sustainable": True, "p99_lag_ms_median": 19.1},
+                 {"offered_per_second": 3000, "sustainable": False, "p99_lag_ms_median": 878.3}]},
+             "profile": {"offered_per_second": 2000, "executions_per_second": 1998.8,
+                         "cpu_percent": {"postgres": 61.0, "worker": 25.0, "machine": 97.0},
+                         "cost_per_execution": {"index_entries_at_most": 33.0,
+                                                "database_self_us": {"d2_claim": 300.0, "d2_settle": 100.0}}}}
+    path = tmp_path / "latest.json"
+    path.write_text(json.dumps({"bench": bench}))
+    monkeypatch.setattr(design_doc, "LOAD_RESULTS", path)
+    section = design_doc.render_reference_design().split("## 8.", 1)[1].split("\n## ", 1)[0]
+    said = " ".join(section.split("**What measuring says breaks first**", 1)[1].split())
+    assert "sustains 2,000 executions/s, 2.4× the peak" in said
+    assert "At 3,000/s p99 fire lag was 878 ms" in said
+    assert "what runs out is CPU per execution" in said
+    assert "`d2_claim`'s own statements take 300 µs (75%)" in said
+    assert "up to 33 index entries" in said
+
+    bench["profile"]["cpu_percent"]["machine"] = 60.0
+    path.write_text(json.dumps({"bench": bench}))
+    assert "the CPU was not used up" in design_doc.render_reference_design()
