@@ -681,3 +681,23 @@ def test_a_fluent_one_machine_crontab_design_stays_middling():
     triads = next(k for c in report.criteria for k in c.checks if k.id == "failure_triads")
     assert triads.points <= triads.max_points / 2  # four complete analyses, none of a failure the prompt names
     assert report.total <= 60, report.total
+
+
+def test_a_mechanisms_roles_count_only_said_together():
+    """Who checks the token must be said with the token (its sentence or the next), not anywhere in a paragraph."""
+    scattered = ("Each claim carries a fencing token from a sequence. The worker renews its lease every 10 s and the "
+                 "lease expires after 30 s. Jobs run in containers on a shared fleet. Our dashboards show queue depth. "
+                 "Completed results are written to the results table, which rejects malformed rows.")
+    together = ("Each claim carries a fencing token from a sequence. The worker renews its lease every 10 s and the "
+                "lease expires after 30 s. The results table rejects a completion whose fencing token is lower than "
+                "the highest it has seen.")
+    assert "not checked on the job's write path" in " ".join(_check(_section(6, scattered), "lease_fencing").missing)
+    assert _check(_section(6, together), "lease_fencing").points == 8
+
+
+def test_the_holder_checking_the_token_is_not_the_store_fencing():
+    """A token the old worker verifies itself fences nothing: the kill sent with it is still the wrong answer."""
+    text = _section(7, "When a worker is partitioned its lease expires and the run is re-dispatched with a larger "
+                       "fencing token. The scheduler sends a kill signal to the old worker so it stops. Because the "
+                       "token is sent with the kill request, the old worker can verify the kill is legitimate.")
+    assert any("stopped by a kill" in m for m in _check(text, "lease_fencing").missing)

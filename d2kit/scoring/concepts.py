@@ -95,7 +95,13 @@ OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30
 # stale holder only when the store it writes to is the one that checks (the worker may be the paused one).
 SELF_CHECK = pattern(r"\b(worker|client|job|holder|process)s?\b.{0,30}\b(checks?|verif\w*|validat\w*|compar\w*)\b"
                      r".{0,20}\b(its|their) own\b.{0,20}\btokens?",
-                     r"\b(worker|client|holder)s? (itself|themselves) (checks?|verif\w*|validat\w*)\b.{0,30}\btokens?")
+                     r"\b(worker|client|holder)s? (itself|themselves) (checks?|verif\w*|validat\w*)\b.{0,30}\btokens?",
+                     # the holder doing the checking, whatever it checks with the token ("the token is sent with the
+                     # kill request, so the old worker can verify it"): the check that fences is made by another
+                     r"\btokens?\b[^.;]{0,80}\b(worker|client|holder)s? (\w+ ){0,2}(checks|verifies|validates|can "
+                     r"(check|verify|validate))\b",
+                     r"\b(worker|client|holder)s? (\w+ ){0,2}(checks|verifies|validates|can (check|verify|validate))\b"
+                     r"[^.;]{0,80}\btokens?\b")
 NOT_THE_STORES_CHECK = pattern(OPTIONAL_CHECK.pattern, SELF_CHECK.pattern)
 
 # Quartz's fire time, Temporal's scheduled time, Oozie's nominal time, Airflow's logical date, a planned time.
