@@ -161,6 +161,11 @@ def test_double_negation_still_credits_the_mechanism():
     ("clocks", "The scheduler checks a lease by comparing its monotonic reading with the worker's wall clock."),
     ("clocks", "Every host's clock is synchronised across the data centre using NTP, so lease deadlines from any "
                "node agree."),
+    # What the token is made of, in any words: a clock reading or a random id is not a number the store can order.
+    ("lease_fencing", "The fencing token is the claim's start time in epoch milliseconds, so later claims carry "
+                      "larger numbers and the sink keeps the highest."),
+    ("lease_fencing", "Each new generation is derived from the host's clock when the lease is granted, and the sink "
+                      "refuses a write with a lower one."),
 ])
 def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_id: str, wrong: str):
     check = _check(_section(6, wrong), check_id)
@@ -218,6 +223,7 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "Monotonic clocks cannot be compared across nodes, so expiry is measured on the database's clock alone.",
     "A re-dispatched run never gets the same token: it gets a higher one, and the sink refuses the old copy's writes.",
     "Because the store checks the token on every write, the worker does not need to check anything itself.",
+    "The fencing token comes from a database sequence, never from a timestamp or a worker's clock.",
 ])
 def test_a_right_answer_that_mentions_a_wrong_one_is_not_charged(right: str):
     report = score_text(_section(6, right))
