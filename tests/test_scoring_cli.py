@@ -72,7 +72,8 @@ def test_score_grades_the_scene_beside_the_document_and_refuses_an_image_as_the_
     result = runner.invoke(app, ["score", str(attempt), "--json", "--no-record"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert report["total"] == 87.8 and report["max_total"] == 100  # the diagram is beside the 100, not in it
+    # the diagram is beside the 100, not in it: the total is the document's alone
+    assert report["total"] == score_file(STRONG).total and report["max_total"] == 100
     assert report["diagram"]["points"] == 20 and report["diagram"]["export"]["ok"] is False  # no PNG handed in
     assert report["process"]["observed"] is False
     image = tmp_path / "attempt-d2.png"

@@ -697,7 +697,8 @@ def test_a_mechanisms_roles_count_only_said_together():
     together = ("Each claim carries a fencing token from a sequence. The worker renews its lease every 10 s and the "
                 "lease expires after 30 s. The results table rejects a completion whose fencing token is lower than "
                 "the highest it has seen.")
-    assert "not checked on the job's write path" in " ".join(_check(_section(6, scattered), "lease_fencing").missing)
+    assert "not checked on completion or on any write" in " ".join(
+        _check(_section(6, scattered), "lease_fencing").missing)
     assert _check(_section(6, together), "lease_fencing").points == 8
 
 
@@ -707,3 +708,15 @@ def test_the_holder_checking_the_token_is_not_the_store_fencing():
                        "fencing token. The scheduler sends a kill signal to the old worker so it stops. Because the "
                        "token is sent with the kill request, the old worker can verify the kill is legitimate.")
     assert any("stopped by a kill" in m for m in _check(text, "lease_fencing").missing)
+
+
+def test_a_token_checked_only_on_completion_leaves_the_zombies_writes_unfenced():
+    """The rubric's full mark has two checkers: the store on completion, and where the job's own writes land."""
+    lease = ("A worker's claim lasts 30 s by the database clock and is renewed every 10 s; a claim nobody renews "
+             "expires and the run is claimed again with a higher fencing token. ")
+    on_completion = lease + "Completion is refused when its fencing token is lower than the run's current one."
+    on_both = on_completion + " The job's sink keeps the highest fencing token per run and rejects older writes."
+    partial = _check(_section(6, on_completion), "lease_fencing")
+    assert partial.points < partial.max_points
+    assert any("where the job's own writes land" in m for m in partial.missing)
+    assert _check(_section(6, on_both), "lease_fencing").points == 8
