@@ -18,12 +18,13 @@ from rich.table import Table
 console = Console()
 load_app = typer.Typer(help="Load tests: Locust drives the real HTTP API while a cluster runs; check stated vs "
                             "measured.", no_args_is_help=True)
-bench_app = typer.Typer(help="Benchmarks on this machine: sustained peak, maximum rate, drain, batch curve, held "
-                             "snapshot, table size, history and retention, and the peers (pgqueuer, "
-                             "procrastinate).", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks on this machine: sustained peak, maximum rate and where the time goes there, "
+                             "drain, batch curve, held snapshot, table size, history and retention, and the peers "
+                             "(pgqueuer, procrastinate).", no_args_is_help=True)
 
-PARTS = ("sustained", "drain", "batch_curve", "max_rate", "held_snapshot", "scale", "history", "spike", "skipped_rows",
-         "peers")
+PARTS = ("sustained", "drain", "batch_curve", "max_rate", "profile", "held_snapshot", "scale", "history", "spike",
+         "skipped_rows", "peers")
+PROFILE_RATE_WITHOUT_MAX_RATE = 2_000.0  # the profile runs at the measured maximum rate; this until there is one
 
 
 SKIPPED_PER_JOB = 119  # a 2-hour outage of a per-minute cron under run_once: all missed times but the last
@@ -57,6 +58,7 @@ class Plan:
     spike_jobs: int
     spike_spread_seconds: int
     skipped_jobs: int
+    profile_seconds: float
 
 
 FULL = Plan(sustained_seconds=300, backlog=50_000, drain_rounds=3, curve_batches=(1, 8, 32, 64),
@@ -65,13 +67,13 @@ FULL = Plan(sustained_seconds=300, backlog=50_000, drain_rounds=3, curve_batches
             scale_large=10_000_000, scale_history=1_000_000, scale_backlog=20_000, history_seconds=300,
             history_archive_after_seconds=10, history_rows=1_000_000, peer_rounds=3,
             peer_lag_seconds=30, peer_saturate_seconds=20, peer_backlog=20_000, spike_jobs=50_000,
-            spike_spread_seconds=60, skipped_jobs=40_000)
+            spike_spread_seconds=60, skipped_jobs=40_000, profile_seconds=60)
 QUICK = Plan(sustained_seconds=15, backlog=5_000, drain_rounds=1, curve_batches=(1, 64), curve_workers=(1, 2),
              curve_backlog=2_000, rates=(833, 2_000), step_seconds=8, hold_after_seconds=5, hold_seconds=8,
              hold_total_seconds=20, scale_small=1_000, scale_large=100_000, scale_history=10_000,
              scale_backlog=2_000, history_seconds=15, history_archive_after_seconds=2, history_rows=20_000,
              peer_rounds=1, peer_lag_seconds=8, peer_saturate_seconds=6, peer_backlog=2_000, spike_jobs=2_000,
-             spike_spread_seconds=10, skipped_jobs=2_000)
+             spike_spread_seconds=10, skipped_jobs=2_000, profile_seconds=8)
 
 
 @contextmanager
@@ -87,7 +89,7 @@ def _progress() -> Iterator[Callable[[str], None]]:
 def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> Iterator[tuple[str, dict[str, Any]]]:
     """Run the chosen parts in a fixed order, yielding (part, {figure: result}) as each finishes (so each is saved
     even if a later one fails)."""
-    from d2kit.bench import history, peers, scale, scenarios, skipped, spike
+    from d2kit.bench import history, peers, results, scale, scenarios, skipped, spike
     from d2kit.bench.harness import ClusterShape
 
     shape = ClusterShape()
@@ -102,8 +104,13 @@ def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> 
         one = [p["executions_per_second"] for p in curve if p["workers"] == 1]
         yield "batch_curve", {"batch_curve": curve, "per_worker_process_per_second": max(one) if one else None}
     if "max_rate" in parts:
-        yield "max_rate", {"max_rate": scenarios.max_rate(shape, list(plan.rates), plan.step_seconds,
-                                                          progress=progress)}
+        found = scenarios.max_rate(shape, list(plan.rates), plan.step_seconds, progress=progress)
+        yield "max_rate", {"max_rate": found}
+    if "profile" in parts:  # where the time goes at the maximum rate: CPU per component, functions, Python stacks
+        rate = (found if "max_rate" in parts else results.latest().get("bench", {}).get("max_rate") or {}).get(
+            "max_sustainable_per_second") or PROFILE_RATE_WITHOUT_MAX_RATE
+        yield "profile", {"profile": scenarios.sustained(shape, rate, plan.profile_seconds, with_profile=True,
+                                                         progress=progress)}
     if "held_snapshot" in parts:
         snapshot = scenarios.HeldSnapshot(after_seconds=plan.hold_after_seconds, hold_seconds=plan.hold_seconds)
         yield "held_snapshot", {"held_snapshot": scenarios.sustained(shape, 833, plan.hold_total_seconds,

@@ -470,7 +470,8 @@ COST_TABLES_SQL = text(
 COST_TOTALS_SQL = text(
     "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn,"
     "       (SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database())")
-COST_FUNCTIONS_SQL = text("SELECT funcname, calls, total_time FROM pg_stat_user_functions WHERE funcname LIKE 'd2%'")
+COST_FUNCTIONS_SQL = text("SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions"
+                          " WHERE funcname LIKE 'd2%'")
 STATS_FLUSH_SECONDS = 2.0
 
 
@@ -486,7 +487,7 @@ def cost_counters(engine: Engine) -> dict[str, Any]:
             index_entries += (ins + upd - hot_upd) * indexes
             updates, hot = updates + upd, hot + hot_upd
         wal, transactions = conn.execute(COST_TOTALS_SQL).one()
-        functions = {name: (calls, ms) for name, calls, ms in conn.execute(COST_FUNCTIONS_SQL)}
+        functions = {name: (calls, ms, own_ms) for name, calls, ms, own_ms in conn.execute(COST_FUNCTIONS_SQL)}
     return {"rows": rows, "index_entries": index_entries, "updates": updates, "hot_updates": hot,
             "wal_bytes": int(wal), "transactions": transactions, "functions": functions}
 
@@ -502,9 +503,9 @@ def cost_per_execution(before: dict[str, Any], after: dict[str, Any], executions
     per_table = {table: per(rows - before["rows"].get(table, 0)) for table, rows in sorted(after["rows"].items())
                  if rows > before["rows"].get(table, 0)}
     updates = after["updates"] - before["updates"]
-    functions = {name: (calls - before["functions"].get(name, (0, 0.0))[0],
-                        ms - before["functions"].get(name, (0, 0.0))[1])
-                 for name, (calls, ms) in sorted(after["functions"].items())}
+    functions = {name: tuple(now - then for now, then in zip(counts, before["functions"].get(name, (0, 0.0, 0.0)),
+                                                            strict=True))
+                 for name, counts in sorted(after["functions"].items())}
     called = {name: delta for name, delta in functions.items() if delta[0]}
     return {
         "executions": executions,
@@ -514,8 +515,11 @@ def cost_per_execution(before: dict[str, Any], after: dict[str, Any], executions
         "wal_bytes": per(after["wal_bytes"] - before["wal_bytes"], 0),
         "transactions": per(after["transactions"] - before["transactions"]),
         # Inside each function, its nested calls included (d2_complete's time includes d2_settle's).
-        "calls": {name: per(calls, 3) for name, (calls, _) in called.items()},
-        "database_us": {name: per(1000 * ms, 1) for name, (_, ms) in called.items()},
+        "calls": {name: per(calls, 3) for name, (calls, _, _) in called.items()},
+        "database_us": {name: per(1000 * ms, 1) for name, (_, ms, _) in called.items()},
+        # Its own statements only (the top statements: pgserver ships without pg_stat_statements, and every
+        # statement on the hot path is one of these functions).
+        "database_self_us": {name: per(1000 * own_ms, 1) for name, (_, _, own_ms) in called.items()},
         "estimate": {"row_writes": capacity.ROW_WRITES_PER_EXECUTION},
     }
 

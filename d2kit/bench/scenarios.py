@@ -20,6 +20,7 @@ from sqlalchemy import Engine, text
 
 from d2kit.bench import harness
 from d2kit.bench.harness import ClusterShape, Progress, quiet
+from d2kit.bench.profile import PythonProfile
 
 LAG_LIMIT_MS = 100.0          # the issue's fire-lag goal: p99 scheduled time -> handler start
 WARMUP_SECONDS = 3.0          # the first seconds of a run are process start-up, not the steady state
@@ -36,9 +37,10 @@ class HeldSnapshot:
 
 
 def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: HeldSnapshot | None = None,
-              with_series: bool = False, progress: Progress = quiet) -> dict[str, Any]:
+              with_series: bool = False, with_profile: bool = False, progress: Progress = quiet) -> dict[str, Any]:
     """``rate`` executions/s offered for ``seconds`` (plus warm-up) through the full path; measured over the
-    steady part. With ``snapshot``, a REPEATABLE READ transaction holds its snapshot open for part of the run."""
+    steady part. With ``snapshot``, a REPEATABLE READ transaction holds its snapshot open for part of the run.
+    With ``with_profile``, py-spy samples the scheduler and worker processes over the steady part."""
     with harness.rig(shape) as rig:
         # The first fire time lies beyond the generator's lead: jobs then arrive at the offered rate from the
         # start, instead of a burst of LEAD_SECONDS' worth that the materialiser would first have to catch up.
@@ -51,6 +53,7 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
         time.sleep(max(0.0, (start - rig.db_now()).total_seconds()) + WARMUP_SECONDS)
         meter.start()
         sampler.start()
+        python = PythonProfile(rig.components(), seconds) if with_profile else None
         snapshot_window = _hold_snapshot(rig, snapshot, start, load, progress) if snapshot else None
         # The generator writes each job LEAD_SECONDS before it fires, so it finishes that much before the last
         # fire time: wait for the fire times themselves, or the drain below would find the last jobs not yet
@@ -93,6 +96,8 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
         }
         if snapshot_window:
             result["held_snapshot"] = _snapshot_effect(rig, snapshot_window, rate)
+        if python:
+            result["python_profile"] = python.result()
         if with_series:
             result["series"] = harness.series(rig.engine, start, load.end + timedelta(seconds=5))
             result["backlog_series"] = [{"t": t, "backlog": b} for t, b in sampler.samples]

@@ -367,7 +367,9 @@ END $$;
 CREATE OR REPLACE FUNCTION d2_heartbeat(p_worker text, p_tokens bigint[], p_started_at timestamptz[],
                                         p_lease_seconds double precision, p_worker_clock timestamptz)
 RETURNS TABLE (token bigint, status text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan  -- planned once per session: see d2_settle
+AS $$
 BEGIN
     UPDATE processes SET heartbeat_at = now(),
            skew_ms = extract(epoch FROM p_worker_clock - clock_timestamp()) * 1000
@@ -398,7 +400,12 @@ END $$;
 -- occurrence serialise instead of deadlocking.
 -- ---------------------------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION d2_settle(p_tokens bigint[]) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Plan once per session, like d2_claim (and d2_complete, d2_heartbeat): with an array of tokens as the parameter the
+-- planner kept choosing a custom plan, so every call planned its statements again -- measured, 4 tokens a call: 704
+-- us per d2_settle, 233 us with the generic plan. The plans are primary-key lookups whatever the array holds.
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     v_jobs bigint[];
 BEGIN
@@ -444,7 +451,9 @@ END $$;
 CREATE OR REPLACE FUNCTION d2_complete(p_tokens bigint[], p_ok boolean[], p_errors text[],
                                        p_started_at timestamptz[])
 RETURNS TABLE (token bigint, accepted boolean)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan  -- planned once per session: see d2_settle (759 -> 248 us of its own a call)
+AS $$
 DECLARE
     v_accepted bigint[];
 BEGIN

@@ -1,0 +1,121 @@
+"""The bench's Python profile (d2kit/bench/profile.py): py-spy's stacks summarised by function, and a real attach."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from d2kit.bench.profile import SAMPLES_PER_SECOND, PythonProfile, py_spy, top_functions
+
+
+def test_a_functions_lines_add_up_and_shares_are_of_all_samples():
+    raw = [
+        "main (app.py:10);plan (app.py:20);dump (lib.py:5) 6",
+        "main (app.py:10);plan (app.py:22) 3",
+        "main (app.py:11);wait (lib.py:9) 1",
+        "a malformed line",
+    ]
+    summary = top_functions(raw, seconds=1.0)
+    assert summary["samples"] == 10
+    assert summary["gil_held_percent_of_one_core"] == round(100 * 10 / SAMPLES_PER_SECOND, 1)
+    by_name = {f["function"]: f for f in summary["top_self"]}
+    assert by_name["dump (lib.py)"]["self_share"] == 0.6
+    assert by_name["plan (app.py)"]["self_share"] == 0.3           # lines 20 and 22 are one function
+    assert by_name["plan (app.py)"]["total_share"] == 0.9          # on the stack in 9 of 10 samples
+    assert "main (app.py)" not in by_name                          # never running itself
+    assert summary["top_self"][0]["function"] == "dump (lib.py)"
+
+
+def test_no_samples_is_an_empty_profile_not_an_error():
+    assert top_functions([], seconds=2.0) == {"samples": 0, "gil_held_percent_of_one_core": 0.0, "top_self": []}
+
+
+BUSY = textwrap.dedent("""
+    import time
+    def spin_the_interpreter():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            sum(range(1000))
+    spin_the_interpreter()
+""")
+
+
+def test_it_attaches_to_a_running_process_and_names_where_its_cpu_goes():
+    if py_spy() is None:
+        pytest.skip("py-spy is not installed (it is a dependency of the kit: `make test` installs it)")
+    busy = subprocess.Popen([sys.executable, "-c", BUSY])
+    try:
+        time.sleep(0.5)
+        profile = PythonProfile({"worker": [busy.pid]}, seconds=2).result()
+    finally:
+        busy.kill()
+        busy.wait()
+    if "not permitted" in str(profile.get("not_run", "")).lower():
+        pytest.skip(f"this machine does not let py-spy attach (ptrace): {profile['not_run']}")
+    assert "not_run" not in profile, profile
+    worker = profile["worker"]
+    assert worker["samples"] > 0
+    assert worker["top_self"][0]["function"].startswith("spin_the_interpreter"), worker["top_self"][:3]
+    assert worker["gil_held_percent_of_one_core"] > 50  # a busy loop holds the GIL nearly all the time
+
+
+def test_the_load_tests_page_renders_the_profile_from_the_results_file(tmp_path, monkeypatch):
+    from d2kit.site import design_doc
+
+    profile = {"offered_per_second": 2000, "executions_per_second": 1998.8,
+               "fire_lag_ms": {"p50": 13.0, "p95": 41.5, "p99": 54.8, "max": 69.6},
+               "cpu_percent": {"postgres": 34.9, "worker": 16.1, "machine": 94.9},
+               "cost_per_execution": {"calls": {"d2_claim": 0.061, "d2_complete": 0.05},
+                                      "database_us": {"d2_claim": 401.2, "d2_complete": 142.0},
+                                      "database_self_us": {"d2_claim": 382.7, "d2_complete": 64.3}},
+               "python_profile": {"worker": {"samples": 197, "gil_held_percent_of_one_core": 24.6, "top_self": [
+                   {"function": "Worker.run (reference_impl/worker.py)", "self_share": 0.096, "total_share": 0.457}]},
+                   "scheduler": {"samples": 0, "gil_held_percent_of_one_core": 0.0, "top_self": []}}}
+    path = tmp_path / "latest.json"
+    path.write_text(json.dumps({"bench": {"profile": profile}}))
+    monkeypatch.setattr(design_doc, "LOAD_RESULTS", path)
+    page = design_doc.render("load-tests.md.j2", site=True)
+    section = page.split("## Where the time goes at the maximum rate", 1)[1].split("\n## ", 1)[0]
+    assert "At 2,000 executions/s offered" in section
+    assert "| `d2_claim` | 0.061 | 382.7 | 401.2 |" in section
+    assert section.index("`d2_claim`") < section.index("`d2_complete`")  # biggest own time first
+    assert "held the GIL 24.6% of one core" in section
+    assert "| `Worker.run (reference_impl/worker.py)` | 9.6% | 45.7% |" in section
+
+    profile["python_profile"] = {"not_run": "py-spy is not installed"}
+    path.write_text(json.dumps({"bench": {"profile": profile}}))
+    assert "The Python profile was not taken: py-spy is not installed." in design_doc.render("load-tests.md.j2")
+
+    path.write_text(json.dumps({"bench": {}}))
+    assert "Not measured yet: `d2kit bench run --only profile`" in design_doc.render("load-tests.md.j2")
+
+
+def test_section_8_says_what_breaks_first_from_the_measured_run(tmp_path, monkeypatch):
+    from d2kit.site import design_doc
+
+    bench = {"max_rate": {"max_sustainable_per_second": 2000.0, "lag_limit_ms": 100.0, "steps": [
+                 {"offered_per_second": 2000, "sustainable": True, "p99_lag_ms_median": 19.1},
+                 {"offered_per_second": 3000, "sustainable": False, "p99_lag_ms_median": 878.3}]},
+             "profile": {"offered_per_second": 2000, "executions_per_second": 1998.8,
+                         "cpu_percent": {"postgres": 61.0, "worker": 25.0, "machine": 97.0},
+                         "cost_per_execution": {"index_entries_at_most": 33.0,
+                                                "database_self_us": {"d2_claim": 300.0, "d2_settle": 100.0}}}}
+    path = tmp_path / "latest.json"
+    path.write_text(json.dumps({"bench": bench}))
+    monkeypatch.setattr(design_doc, "LOAD_RESULTS", path)
+    section = design_doc.render_reference_design().split("## 8.", 1)[1].split("\n## ", 1)[0]
+    said = " ".join(section.split("**What measuring says breaks first**", 1)[1].split())
+    assert "sustains 2,000 executions/s, 2.4× the peak" in said
+    assert "At 3,000/s p99 fire lag was 878 ms" in said
+    assert "what runs out is CPU per execution" in said
+    assert "`d2_claim`'s own statements take 300 µs (75%)" in said
+    assert "up to 33 index entries" in said
+
+    bench["profile"]["cpu_percent"]["machine"] = 60.0
+    path.write_text(json.dumps({"bench": bench}))
+    assert "the CPU was not used up" in design_doc.render_reference_design()
