@@ -72,7 +72,8 @@ def test_score_grades_the_scene_beside_the_document_and_refuses_an_image_as_the_
     result = runner.invoke(app, ["score", str(attempt), "--json", "--no-record"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert report["total"] == 87.8 and report["max_total"] == 100  # the diagram is beside the 100, not in it
+    # the diagram is beside the 100, not in it: the total is the document's alone
+    assert report["total"] == score_file(STRONG).total and report["max_total"] == 100
     assert report["diagram"]["points"] == 20 and report["diagram"]["export"]["ok"] is False  # no PNG handed in
     assert report["process"]["observed"] is False
     image = tmp_path / "attempt-d2.png"
@@ -146,3 +147,40 @@ def test_a_broken_round_record_is_named_not_a_traceback(app: typer.Typer, tmp_pa
     result = runner.invoke(app, ["score", str(attempt), "--no-record"])
     assert result.exit_code != 0 and "not a round record the kit wrote" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_scoring_loads_without_the_scheduler_the_drills_or_the_benchmarks():
+    """`d2kit score` imports what scores; the rest of the kit's commands load when asked for."""
+    import subprocess
+    import sys
+
+    loaded = subprocess.run([sys.executable, "-c", "import sys, d2kit.cli; print(sorted(m for m in ("
+                             "'sqlalchemy', 'd2kit.drills.cli', 'd2kit.bench.cli', 'reference_impl.cli') "
+                             "if m in sys.modules))"], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]", loaded
+
+
+def test_every_command_is_still_listed_and_runs_its_help():
+    from d2kit.cli import app as main_app
+
+    listing = runner.invoke(main_app, ["--help"], env={"COLUMNS": "200"})
+    assert listing.exit_code == 0, listing.output
+    for command in ("score", "practice", "history", "cheatsheet", "db", "submit", "up", "api", "drill", "bench",
+                    "load", "diagram"):
+        assert f" {command} " in listing.output, command
+        assert runner.invoke(main_app, [command, "--help"]).exit_code == 0, command
+    assert runner.invoke(main_app, ["bench", "score", "--help"]).exit_code == 0
+
+
+def test_the_score_speed_section_is_rendered_from_its_results_file(tmp_path: Path):
+    from d2kit.bench import score_speed
+
+    path = tmp_path / "score-speed.json"
+    assert "Not yet measured" in score_speed.render_markdown(path)
+    score_speed.save({"timed": "d2kit score <attempt> --no-record", "runs": 4, "attempts": {"a.md": 1490},
+                      "seconds": {"min": 1.61, "median": 1.73, "max": 2.05}, "goal_seconds": 2.0,
+                      "measured_at": "2026-12-01T21:00:00+00:00", "code": "abc1234", "command": "d2kit bench score",
+                      "machine": {"cores": 2, "cpu_model": "test CPU"}}, path)
+    shown = score_speed.render_markdown(path)
+    assert "median **1.73 s**" in shown and "max 2.05 s" in shown and "under the 2 s goal" in shown
+    assert all(1_300 <= len(p.read_text(encoding="utf-8").split()) <= 1_700 for p in score_speed.attempts_near())

@@ -242,6 +242,17 @@ def test_a_deep_dive_on_the_console_with_an_aside_on_dispatch_is_about_the_ui():
     assert _check(_section(6, console + dispatch), "time_on_hard_parts") > 0
 
 
+def test_a_deep_dive_that_names_the_hard_parts_without_their_roles_is_no_time_on_them():
+    named = ("Exactly-once dispatch is the hardest part of this system, and leader election and fencing matter a "
+             "lot. Leases and heartbeats are important too, and so is avoiding split brain at every level.")
+    explained = ("A worker's claim lasts 30 s by the database clock and is renewed every 10 s; a claim nobody "
+                 "renews expires and the run is claimed again with a higher fencing token.")
+    padding = " ".join(["The API and the data model are simple and follow common conventions."] * 3)
+    # the words half only, not the deep dive's
+    assert _check(_section(6, named) + _section(7, padding * 3), "time_on_hard_parts") == 1
+    assert _check(_section(6, explained) + _section(7, padding * 3), "time_on_hard_parts") == 2
+
+
 def test_an_idempotency_key_on_the_create_call_is_not_the_limit_of_the_guarantee():
     api = _section(1, "Runs are at-least-once. POST /v1/jobs takes an Idempotency-Key header so a client's retry "
                       "doesn't create two jobs.")

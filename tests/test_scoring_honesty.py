@@ -161,6 +161,11 @@ def test_double_negation_still_credits_the_mechanism():
     ("clocks", "The scheduler checks a lease by comparing its monotonic reading with the worker's wall clock."),
     ("clocks", "Every host's clock is synchronised across the data centre using NTP, so lease deadlines from any "
                "node agree."),
+    # What the token is made of, in any words: a clock reading or a random id is not a number the store can order.
+    ("lease_fencing", "The fencing token is the claim's start time in epoch milliseconds, so later claims carry "
+                      "larger numbers and the sink keeps the highest."),
+    ("lease_fencing", "Each new generation is derived from the host's clock when the lease is granted, and the sink "
+                      "refuses a write with a lower one."),
 ])
 def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_id: str, wrong: str):
     check = _check(_section(6, wrong), check_id)
@@ -218,6 +223,7 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "Monotonic clocks cannot be compared across nodes, so expiry is measured on the database's clock alone.",
     "A re-dispatched run never gets the same token: it gets a higher one, and the sink refuses the old copy's writes.",
     "Because the store checks the token on every write, the worker does not need to check anything itself.",
+    "The fencing token comes from a database sequence, never from a timestamp or a worker's clock.",
 ])
 def test_a_right_answer_that_mentions_a_wrong_one_is_not_charged(right: str):
     report = score_text(_section(6, right))
@@ -681,3 +687,36 @@ def test_a_fluent_one_machine_crontab_design_stays_middling():
     triads = next(k for c in report.criteria for k in c.checks if k.id == "failure_triads")
     assert triads.points <= triads.max_points / 2  # four complete analyses, none of a failure the prompt names
     assert report.total <= 60, report.total
+
+
+def test_a_mechanisms_roles_count_only_said_together():
+    """Who checks the token must be said with the token (its sentence or the next), not anywhere in a paragraph."""
+    scattered = ("Each claim carries a fencing token from a sequence. The worker renews its lease every 10 s and the "
+                 "lease expires after 30 s. Jobs run in containers on a shared fleet. Our dashboards show queue depth. "
+                 "Completed results are written to the results table, which rejects malformed rows.")
+    together = ("Each claim carries a fencing token from a sequence. The worker renews its lease every 10 s and the "
+                "lease expires after 30 s. The results table rejects a completion whose fencing token is lower than "
+                "the highest it has seen.")
+    assert "not checked on completion or on any write" in " ".join(
+        _check(_section(6, scattered), "lease_fencing").missing)
+    assert _check(_section(6, together), "lease_fencing").points == 8
+
+
+def test_the_holder_checking_the_token_is_not_the_store_fencing():
+    """A token the old worker verifies itself fences nothing: the kill sent with it is still the wrong answer."""
+    text = _section(7, "When a worker is partitioned its lease expires and the run is re-dispatched with a larger "
+                       "fencing token. The scheduler sends a kill signal to the old worker so it stops. Because the "
+                       "token is sent with the kill request, the old worker can verify the kill is legitimate.")
+    assert any("stopped by a kill" in m for m in _check(text, "lease_fencing").missing)
+
+
+def test_a_token_checked_only_on_completion_leaves_the_zombies_writes_unfenced():
+    """The rubric's full mark has two checkers: the store on completion, and where the job's own writes land."""
+    lease = ("A worker's claim lasts 30 s by the database clock and is renewed every 10 s; a claim nobody renews "
+             "expires and the run is claimed again with a higher fencing token. ")
+    on_completion = lease + "Completion is refused when its fencing token is lower than the run's current one."
+    on_both = on_completion + " The job's sink keeps the highest fencing token per run and rejects older writes."
+    partial = _check(_section(6, on_completion), "lease_fencing")
+    assert partial.points < partial.max_points
+    assert any("where the job's own writes land" in m for m in partial.missing)
+    assert _check(_section(6, on_both), "lease_fencing").points == 8

@@ -197,6 +197,30 @@ def bench_peers(
         _print_peers(measured["peers"])
 
 
+@bench_app.command("score")
+def bench_score(
+    runs: int = typer.Option(10, min=1, help="Timed runs, alternating between the two tuning attempts nearest "
+                                             "1,500 words (after one untimed warm-up)."),
+    save: bool = typer.Option(True, "--save/--no-save", help="Write rubric/calibration/score-speed.json, which "
+                                                             "the rubric page renders."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """How long `d2kit score` takes on a 1,500-word attempt, each run a new process: min, median and max against
+    the 2 s goal. Run it with the machine otherwise idle."""
+    from d2kit.bench import score_speed
+
+    with _progress() as progress:
+        figures = score_speed.measure(runs, progress)
+    if save:
+        console.print(f"Recorded in {score_speed.save(figures)}")
+    if as_json:
+        print(json.dumps(figures, indent=2))
+    else:
+        spread = figures["seconds"]
+        console.print(f"d2kit score, {figures['runs']} runs: median {spread['median']:g} s (min {spread['min']:g} s, "
+                      f"max {spread['max']:g} s); goal under {figures['goal_seconds']:g} s")
+
+
 def _print_peers(peers: dict[str, Any]) -> None:
     table = Table(title=f"Medians of {peers['rounds']} alternating round(s) -- {peers['method']}")
     for col in ("system", "sustained exec/s", "p99 lag ms at 833/s", "drain exec/s"):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
+from d2kit.scoring import concepts
 from d2kit.scoring.document import Document, SectionText, Unit
-from d2kit.scoring.evidence import Evidence, Finding, pattern
+from d2kit.scoring.evidence import Evidence, Finding, component, pattern
 from d2kit.scoring.prose import is_name_drop
 
 SUBSTANTIAL_WORDS = 25  # a section with fewer words of prose (or table) is "present but thin"
@@ -86,14 +87,25 @@ def _about_the_api_or_ui(doc: Document) -> bool:
     return surface * 2 > sum(u.words for u in written)
 
 
+def _mechanism_explained(units: list[Unit]) -> Evidence | None:
+    """A hard part explained with its roles in ``units``: a claim and what ends it, a token and who checks it, a
+    double-fire guard and the replicas it stops. Naming a hard part ("exactly-once dispatch") is not time on it."""
+    roles = ((concepts.LEASE, concepts.LIVENESS), (concepts.FENCING, concepts.FENCE_CHECK),
+             (concepts.DOUBLE_FIRE_MECHANISM, concepts.REPLICAS), (concepts.CATCH_UP, concepts.PER_JOB_POLICY))
+    found = next((f for mechanism, role in roles
+                  if (f := component(units, mechanism, "", also=role)).fraction), None)
+    return found.evidence[0] if found else None
+
+
 def time_on_hard_parts(doc: Document) -> Finding:
     result = Finding(0.0)
-    deep_dive: list[Unit] = [u for u in doc.section_units(6) if u.prose and HARD_PART.search(u.text)]
-    if deep_dive and not _about_the_api_or_ui(doc):
+    explained = _mechanism_explained([u for u in doc.section_units(6) if u.prose])
+    if explained and not _about_the_api_or_ui(doc):
         result.fraction += 0.5
-        result.evidence.append(Evidence.of(deep_dive[0], HARD_PART))
+        result.evidence.append(explained)
     else:
-        result.missing.append("the deep dive (section 6) is not about dispatch, leases or fencing")
+        result.missing.append("the deep dive (section 6) explains no hard part with its roles (a claim and what "
+                              "ends it, a token and who checks it, a double-fire guard and the replicas it stops)")
     hard, plumbing = _words(doc, 6, 7), _words(doc, 3, 4)
     if hard >= plumbing and hard >= 100:
         result.fraction += 0.5

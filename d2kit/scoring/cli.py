@@ -15,7 +15,6 @@ from rich.table import Table
 from d2kit.scoring import calibration as calibration_set
 from d2kit.scoring import history as history_store
 from d2kit.scoring import round_report
-from d2kit.scoring import samples as sample_attempts
 from d2kit.scoring.phase_timeline import picture
 from d2kit.scoring.practice import PracticeSession, clock_for
 from d2kit.scoring.report import render_markdown, render_rich
@@ -23,7 +22,6 @@ from d2kit.scoring.round_grade import NotAScene, RoundGrade, grade_round
 from d2kit.scoring.round_record import RecordError
 from d2kit.scoring.rubric import load_design_rubric
 from d2kit.scoring.selfscore import ask_self_scores, comparison_table
-from d2kit.site import diagrams as exporter
 
 ANSWER_KEY_HINT = ("Now, and only now, compare with the answer key (ANSWER-KEY.md → D2, the kit's reference "
                    "design on the docs site).")
@@ -88,6 +86,8 @@ def score(
         _calibration(bool(record))
         return
     if samples:
+        from d2kit.scoring import samples as sample_attempts  # only this option needs the site's samples
+
         raise typer.Exit(sample_attempts.report_differences())
     if attempt is None:
         raise typer.BadParameter("give an attempt to score, or --calibration")
@@ -144,6 +144,8 @@ def _export_png(scene: Path, console: Console) -> None:
     """The handed-in PNG is the export of the scene as it stood at time-up."""
     if not scene.exists():
         return
+    from d2kit.site import diagrams as exporter  # the Excalidraw exporter: only a practised round needs it
+
     if not exporter.exporter_available():
         console.print("[yellow]The Excalidraw exporter is not installed (`npm ci`): export the PNG yourself.[/]")
         return

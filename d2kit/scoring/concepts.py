@@ -87,6 +87,14 @@ FENCE_CHECK = pattern(r"\bcheck", r"\bverif", r"\breject", r"\bcompar", r"\bguar
                       r"\bonly accept", r"\bhighest\b")
 WRITE_PATH = pattern(r"\bwrite", r"\bcommit", r"\bcomplet", r"\bstorage\b", r"\bsink\b", r"downstream",
                      r"side[- ]effect", r"\bledger", r"the job'?s own", r"\boutput", r"\bupdate", r"\bresults?\b")
+# The rubric's full mark has two checkers: the scheduler's store on completion, and what the *job* writes to (its
+# sink, the downstream service, the results store). A token checked only when the run reports done leaves the
+# zombie's side effects unfenced: the old copy's writes land before it ever reports.
+JOB_WRITE_PATH = pattern(r"\bsinks?\b", r"downstream", r"side[- ]effect", r"\bledger", r"the job'?s (own )?\w*\s?"
+                         r"(writes?|outputs?|effects?|stores?|database|sinks?)", r"\bjob (writes|output)",
+                         r"\b(every|each|any) write\b", r"\b(results?|payments?|billing|output) (store|table|service|"
+                         r"database|api)s?\b", r"\b(target|external|third[- ]party) (store|system|service|database)",
+                         r"\bwrites? (the job|it) makes\b", r"\b(its|their) (own )?writes\b")
 
 # "Jobs may check this token if they want; it is up to the job": a check nobody must make is a token nothing checks.
 OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30}\b(check|verif|compar|reject)",
@@ -95,7 +103,13 @@ OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30
 # stale holder only when the store it writes to is the one that checks (the worker may be the paused one).
 SELF_CHECK = pattern(r"\b(worker|client|job|holder|process)s?\b.{0,30}\b(checks?|verif\w*|validat\w*|compar\w*)\b"
                      r".{0,20}\b(its|their) own\b.{0,20}\btokens?",
-                     r"\b(worker|client|holder)s? (itself|themselves) (checks?|verif\w*|validat\w*)\b.{0,30}\btokens?")
+                     r"\b(worker|client|holder)s? (itself|themselves) (checks?|verif\w*|validat\w*)\b.{0,30}\btokens?",
+                     # the holder doing the checking, whatever it checks with the token ("the token is sent with the
+                     # kill request, so the old worker can verify it"): the check that fences is made by another
+                     r"\btokens?\b[^.;]{0,80}\b(worker|client|holder)s? (\w+ ){0,2}(checks|verifies|validates|can "
+                     r"(check|verify|validate))\b",
+                     r"\b(worker|client|holder)s? (\w+ ){0,2}(checks|verifies|validates|can (check|verify|validate))\b"
+                     r"[^.;]{0,80}\btokens?\b")
 NOT_THE_STORES_CHECK = pattern(OPTIONAL_CHECK.pattern, SELF_CHECK.pattern)
 
 # Quartz's fire time, Temporal's scheduled time, Oozie's nominal time, Airflow's logical date, a planned time.
@@ -277,8 +291,11 @@ def lease_fencing(doc: Document) -> Finding:
     return combine([
         (3 / 8, component(units, LEASE, "no worker lease or heartbeat that expires", also=LIVENESS)),
         (2 / 8, component(units, FENCING, "no fencing token per attempt")),
-        (3 / 8, component(units, FENCING, "the fencing token is not checked on the job's write path or on completion",
-                          also=both(FENCE_CHECK, WRITE_PATH), unless=NOT_THE_STORES_CHECK)),
+        (1.5 / 8, component(units, FENCING, "the fencing token is not checked on completion or on any write",
+                            also=both(FENCE_CHECK, WRITE_PATH), unless=NOT_THE_STORES_CHECK)),
+        (1.5 / 8, component(units, FENCING, "the fencing token is not checked where the job's own writes land "
+                            "(its sink, the downstream service): a zombie's side effects still land",
+                            also=both(FENCE_CHECK, JOB_WRITE_PATH), unless=NOT_THE_STORES_CHECK)),
     ])
 
 

@@ -16,6 +16,11 @@ LIST_CREDIT = 0.5
 # more than a bare list, less than a sentence.
 TERSE_CREDIT = 0.75
 TERSE_WORDS = 8
+# A mechanism's roles are said together: what ``also`` asks for (who checks the token, what expires, which replicas
+# it stops) must be in the sentence that names the mechanism or the one either side ("... sets a turn number. The
+# store refuses anything lower."), not anywhere in a long paragraph, where a fluent paragraph earned a mechanism
+# from words scattered over it. It also keeps a paragraph scoring as the same sentences written as bullets would.
+ROLE_WINDOW = 1
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,7 @@ def credit(unit: Unit) -> float:
 
 def best_match(
     units: list[Unit], pattern: re.Pattern[str], *, also: re.Pattern[str] | None = None, deniable: bool = True,
-    unless: re.Pattern[str] | None = None,
+    unless: re.Pattern[str] | None = None, window: int = ROLE_WINDOW,
 ) -> tuple[Unit, float] | None:
     """The unit that affirms ``pattern`` (and matches ``also``, not ``unless``) with the most credit, first wins ties.
 
@@ -70,9 +75,12 @@ def best_match(
     best: tuple[Unit, float] | None = None
     for unit in units:
         text = unit.statement_text
-        if unit.kind == "heading" or not any(search(pattern, sentence) for _, sentence in unit.statements()):
+        statements = [sentence for _, sentence in unit.statements()]
+        hits = [i for i, sentence in enumerate(statements) if search(pattern, sentence)]
+        if unit.kind == "heading" or not hits:
             continue
-        if also is not None and not also.search(text):
+        if also is not None and not any(also.search(" ".join(statements[max(0, i - window):i + window + 1]))
+                                        for i in hits):
             continue
         if unless is not None and unless.search(text):
             continue
@@ -86,10 +94,10 @@ def best_match(
 
 def component(
     units: list[Unit], pattern: re.Pattern[str], missing: str, *, also: re.Pattern[str] | None = None,
-    deniable: bool = True, unless: re.Pattern[str] | None = None,
+    deniable: bool = True, unless: re.Pattern[str] | None = None, window: int = ROLE_WINDOW,
 ) -> Finding:
     """One part of a check: found (with its credit and evidence) or reported missing."""
-    match = best_match(units, pattern, also=also, deniable=deniable, unless=unless)
+    match = best_match(units, pattern, also=also, deniable=deniable, unless=unless, window=window)
     if match is None:
         return Finding(0.0, missing=[missing])
     unit, weight = match

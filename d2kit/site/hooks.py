@@ -17,7 +17,7 @@ from pathlib import Path
 from mkdocs.structure.files import File, Files
 from mkdocs.utils import get_relative_url
 
-from d2kit.bench import check, results
+from d2kit.bench import check, results, score_speed
 from d2kit.drills import mutants
 from d2kit.scoring.calibration import render_results_markdown
 from d2kit.scoring.diagram_calibration import render_results_markdown as render_diagram_results_markdown
@@ -238,7 +238,7 @@ def load_check_table() -> str:
 def rubric() -> str:
     # The rubric's own top-level title would duplicate the page's.
     return (re.sub(r"\A# [^\n]*\n", "", render_rubric_markdown()) + "\n" + render_results_markdown() + "\n"
-            + render_diagram_results_markdown())
+            + score_speed.render_markdown() + "\n" + render_diagram_results_markdown())
 
 
 def model_answer() -> str:
