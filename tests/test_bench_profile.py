@@ -100,7 +100,8 @@ def test_section_8_says_what_breaks_first_from_the_measured_run(tmp_path, monkey
 
     bench = {"max_rate": {"max_sustainable_per_second": 2000.0, "lag_limit_ms": 100.0, "steps": [
                  {"offered_per_second": 2000, "sustainable": True, "p99_lag_ms_median": 19.1},
-                 {"offered_per_second": 3000, "sustainable": False, "p99_lag_ms_median": 878.3}]},
+                 {"offered_per_second": 3000, "sustainable": False, "p99_lag_ms_median": 878.3,
+                  "runs": [{"backlog_max_by_stage": {"unclaimed": 40, "unmaterialised": 5200}}]}]},
              "profile": {"offered_per_second": 2000, "executions_per_second": 1998.8,
                          "cpu_percent": {"postgres": 61.0, "worker": 25.0, "machine": 97.0},
                          "cost_per_execution": {"index_entries_at_most": 33.0,
@@ -112,10 +113,23 @@ def test_section_8_says_what_breaks_first_from_the_measured_run(tmp_path, monkey
     said = " ".join(section.split("**What measuring says breaks first**", 1)[1].split())
     assert "sustains 2,000 executions/s, 2.4× the peak" in said
     assert "At 3,000/s p99 fire lag was 878 ms" in said
+    assert "what piled up was fire times due but not yet materialised (up to 5,200; 40 not yet claimed)" in said
     assert "what runs out is CPU per execution" in said
     assert "`d2_claim`'s own statements take 300 µs (75%)" in said
     assert "up to 33 index entries" in said
 
     bench["profile"]["cpu_percent"]["machine"] = 60.0
     path.write_text(json.dumps({"bench": bench}))
-    assert "the CPU was not used up" in design_doc.render_reference_design()
+    said = " ".join(design_doc.render_reference_design().split())
+    assert "the CPU was not used up, so a serial step ran out first, the materialiser" in said
+
+    bench["max_rate"]["steps"][1]["runs"][0]["backlog_max_by_stage"] = {"unclaimed": 9000, "unmaterialised": 0}
+    path.write_text(json.dumps({"bench": bench}))
+    said = " ".join(design_doc.render_reference_design().split())
+    assert "occurrences due but not yet claimed (up to 9,000; 0 not yet materialised)" in said
+    assert "a serial step ran out first, the claim" in said
+
+    del bench["max_rate"]["steps"][1]["runs"]  # results measured before the backlog was split by stage
+    path.write_text(json.dumps({"bench": bench}))
+    said = " ".join(design_doc.render_reference_design().split())
+    assert "At 3,000/s p99 fire lag was 878 ms against the 100 ms limit." in said

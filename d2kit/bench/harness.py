@@ -82,11 +82,15 @@ HISTORY_CHUNK = 1_000_000
 # count(*) WHERE ready_at <= now() was a sequential scan several times a second, and a flattened join chose a
 # 50 ms plan against a fresh backlog. ORDER BY (ready_at, id) + LIMIT, exactly as in d2_claim, keeps each
 # lateral subquery a per-(pool, tenant) range scan of occurrences_ready that the planner cannot flatten.
+# By stage, so a run that falls behind says where: due occurrences no worker has claimed yet, and due fire times
+# no scheduler has materialised yet.
 BACKLOG_NOW_SQL = text(
     "SELECT (SELECT count(*) FROM pools p CROSS JOIN tenants t CROSS JOIN LATERAL ("
     "          SELECT 1 FROM occurrences o WHERE o.state = 'ready' AND o.pool = p.name"
     "          AND o.tenant_id = t.id AND o.ready_at <= now() ORDER BY o.ready_at, o.id LIMIT 10000000) due)"
-    "     + (SELECT count(*) FROM jobs WHERE next_fire_at <= now() AND NOT paused AND deleted_at IS NULL)")
+    "       AS unclaimed,"
+    "       (SELECT count(*) FROM jobs WHERE next_fire_at <= now() AND NOT paused AND deleted_at IS NULL)"
+    "       AS unmaterialised")
 # "Are at least :cap occurrences due?" for the saturation loop: bounded work, whatever the backlog.
 DUE_AT_LEAST_SQL = text(
     "SELECT count(*) >= :cap FROM (SELECT 1 FROM pools p CROSS JOIN tenants t CROSS JOIN LATERAL ("
@@ -300,9 +304,10 @@ class Rig:
         with self.engine.begin() as conn:
             return conn.execute(text("SELECT clock_timestamp()")).scalar_one()
 
-    def backlog(self) -> int:
+    def backlog(self) -> dict[str, int]:
+        """Due and not yet claimed, by stage (BACKLOG_NOW_SQL)."""
         with self.engine.begin() as conn:
-            return conn.execute(BACKLOG_NOW_SQL).scalar_one()
+            return dict(conn.execute(BACKLOG_NOW_SQL).mappings().one())
 
     def due_at_least(self, cap: int) -> bool:
         with self.engine.begin() as conn:
@@ -556,7 +561,8 @@ class BacklogSampler(threading.Thread):
     def __init__(self, the_rig: Rig, meter: ProcessMeter, count_backlog: bool = True):
         super().__init__(name="backlog-sampler", daemon=True)
         self.rig, self.meter, self.count_backlog = the_rig, meter, count_backlog
-        self.samples: list[tuple[float, int]] = []
+        self.samples: list[tuple[float, int]] = []            # (seconds, whole backlog)
+        self.stage_max: dict[str, int] = {}                   # the largest backlog seen at each stage
         self.halt = threading.Event()
         self._t0 = time.monotonic()
 
@@ -564,7 +570,10 @@ class BacklogSampler(threading.Thread):
         while not self.halt.wait(SAMPLE_SECONDS):
             try:
                 if self.count_backlog:
-                    self.samples.append((round(time.monotonic() - self._t0, 1), self.rig.backlog()))
+                    stages = self.rig.backlog()
+                    self.samples.append((round(time.monotonic() - self._t0, 1), sum(stages.values())))
+                    for stage, waiting in stages.items():
+                        self.stage_max[stage] = max(waiting, self.stage_max.get(stage, 0))
                 self.meter.sample()
             except Exception:  # a sample lost to a busy database is a gap in the series, not a failed run
                 continue

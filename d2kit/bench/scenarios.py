@@ -83,6 +83,7 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
             "executions_per_second": round(done / window, 1),
             "fire_lag_ms": lag.as_dict(),
             "backlog_max": max((b for _, b in sampler.samples), default=0),
+            "backlog_max_by_stage": sampler.stage_max,  # which stage fell behind: unclaimed or unmaterialised
             "backlog_growth_per_second": round(growth, 2),
             "backlog_growing": growth > GROWTH_TOLERANCE * rate,
             "queue_rows_at_end": queue_rows,      # occurrences: in flight + finished not yet archived
@@ -202,7 +203,8 @@ def max_rate(shape: ClusterShape, rates: list[float], seconds: float, progress: 
             progress(f"max rate: {rate:,.0f}/s, run {len(attempts) + 1}")
             run = sustained(shape, rate, seconds, progress=progress)
             attempts.append({**{k: run[k] for k in ("executions_per_second", "fire_lag_ms", "backlog_growing",
-                                                    "lost_occurrences", "cpu_percent", "cost_per_execution")},
+                                                    "backlog_max_by_stage", "lost_occurrences", "cpu_percent",
+                                                    "cost_per_execution")},
                              "sustainable": _sustainable(run)})
             verdicts = [a["sustainable"] for a in attempts]
             if len(attempts) >= 2 and verdicts.count(verdicts[0]) == len(verdicts):
