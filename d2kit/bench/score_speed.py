@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from d2kit.scoring import calibration
 from d2kit.scoring.calibration import CALIBRATION_DIR
 
 WORDS = 1_500
@@ -60,7 +61,7 @@ def measure(runs: int, progress: Callable[[str], None] = lambda _: None) -> dict
     return {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(["d2kit", *map(shlex.quote, sys.argv[1:])]),
-        "code": _commit(),
+        "code": (calibration.commit() or "unknown")[:7],  # short, as the bench results file writes it
         "machine": machine(),
         "timed": f"{shlex.join([Path(command[0]).name, *command[1:]])} score <attempt> --no-record",
         "attempts": {attempt.name: len(attempt.read_text(encoding="utf-8").split()) for attempt in attempts},
@@ -74,15 +75,6 @@ def measure(runs: int, progress: Callable[[str], None] = lambda _: None) -> dict
 def _spread(seconds: list[float]) -> dict[str, float]:
     return {"min": round(min(seconds), 3), "median": round(statistics.median(seconds), 3),
             "max": round(max(seconds), 3)}
-
-
-def _commit() -> str:
-    try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=CALIBRATION_DIR, capture_output=True,
-                              text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return done.stdout.strip()
 
 
 def save(figures: dict[str, Any], path: Path = RESULTS_PATH) -> Path:

@@ -117,7 +117,8 @@ def measure_all(root: Path | None = None) -> dict[str, HalfFigures | None]:
     return {half: measure(present[half]) if half in present else None for half in HALVES}
 
 
-def _commit() -> str | None:
+def commit() -> str | None:
+    """The commit checked out here (HEAD), or None outside a git checkout."""
     try:
         done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=CALIBRATION_DIR, capture_output=True, text=True,
                               check=True)
@@ -130,7 +131,7 @@ def record(figures: dict[str, HalfFigures | None], path: Path | None = None) -> 
     """Write the figures, keeping the ``history`` of retired held-out sets that were recorded before."""
     path = path or RESULTS_PATH
     payload = {
-        "commit": _commit(),
+        "commit": commit(),
         "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "halves": {half: f.summary() if f else None for half, f in figures.items()},
     }
