@@ -28,10 +28,10 @@ def _of_class(name: str) -> list[str]:
     return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
 
 
-# Floors at what the scorer reached after the seventh change (a mechanism's roles said together): 110 of 134,
-# mean error 5.0 (106 and 5.3 when held-out v7 was folded in).
-MOST_MISSES = 24
-MOST_MEAN_ERROR = 5.1
+# Floors at what the scorer reached when held-out v8 (16 attempts, 4 of them missed) was folded in: 122 of 150,
+# mean error 5.2.
+MOST_MISSES = 28
+MOST_MEAN_ERROR = 5.3
 
 
 def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):
