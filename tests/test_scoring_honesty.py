@@ -314,6 +314,36 @@ def test_rejecting_the_lease_or_the_token_with_nothing_in_its_place_is_not_a_rea
         check.points
 
 
+def test_rejecting_replicated_schedulers_with_nothing_to_stop_a_double_fire_is_not_a_reasoned_rejection():
+    rejection = _section(9, "- **A cluster of schedulers with leader election**: rejected because it adds split brain "
+                            "and failover bugs to solve an outage that happens perhaps once a year.")
+    one_box = _section(6, "One machine runs cron; each crontab line starts the job's script at its minute.")
+    check = _check(one_box + rejection, "rejections")
+    assert any("puts nothing in its place" in m for m in check.missing), check.missing
+    guarded = _section(6, "Every replica inserts the occurrence with a unique (job_id, fire_at) key, so a second "
+                          "replica's insert for the same fire time does nothing.")
+    assert not any("puts nothing in its place" in m for m in _check(guarded + rejection, "rejections").missing)
+
+
+@pytest.mark.parametrize("opinion", [
+    "- **Kafka**: overkill for this kind of system, honestly.",
+    "- **A database-backed job table**: unnecessary; the crontab is simpler and every engineer already knows it.",
+    "- **Kubernetes CronJobs**: too much complexity for what cron already does well today.",
+])
+def test_a_reason_that_is_only_an_opinion_is_no_reason(opinion: str):
+    check = _check(_section(9, opinion), "rejections")
+    assert check.points <= 1, check.missing
+    assert any("opinion" in m for m in check.missing), check.missing
+
+
+def test_an_opinion_with_how_the_alternative_fails_is_a_reason():
+    said = _section(9, "- **One planner for everything**: simpler, but when it pauses, every run in the system is "
+                       "late.")
+    check = _check(said, "rejections")
+    assert not any("opinion" in m for m in check.missing), check.missing
+    assert check.points >= 4, check.points
+
+
 def test_rejecting_api_formats_is_worth_less_than_rejecting_a_design_choice():
     formats = _section(9, "- **GraphQL**: more flexible for clients, but caching and rate limiting are harder for us.\n"
                           "- **gRPC for the public API**: faster, but harder to call from browsers and curl.\n"
