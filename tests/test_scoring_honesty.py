@@ -634,6 +634,21 @@ def test_a_planned_or_nominal_time_is_a_fire_time():
         assert _check(unique, "replica_double_fire").points >= 3, words  # recognised; no why, so partial
 
 
+def test_a_leg_that_says_it_is_absent_is_no_leg_in_a_table_or_labelled():
+    table = _section(7, "| Failure | Detection | Containment | Recovery |\n|---|---|---|---|\n"
+                        "| Worker dies | Not detected; no result arrives | Not needed, only that run is affected | "
+                        "The next occurrence runs on schedule |\n"
+                        "| Worker partitioned | Not detected, by design of the system | None; the job keeps running | "
+                        "Its result is posted when the network heals |")
+    labelled = _section(7, "- **Worker dies.** Detection: not detected; no result arrives. Containment: not needed, "
+                           "only that run is affected. Recovery: the next occurrence runs on schedule.\n"
+                           "- **Worker partitioned.** Detection: not detected, by design of the system. Containment: "
+                           "none; the job keeps running. Recovery: its result is posted when the network heals.")
+    for text in (table, labelled):
+        items = failure_items(parse(text))
+        assert len(items) == 2 and all(set(i.legs) == {"recovery"} for i in items), [i.legs for i in items]
+
+
 def test_a_paragraph_that_rejects_several_alternatives_counts_each():
     paragraph = _section(9, "I turned down a single elected leader because while it is replaced runs are late and a "
                             "paused leader can still write. I rejected Redis for the due times because a failover can "
