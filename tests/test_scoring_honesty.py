@@ -649,6 +649,15 @@ def test_a_leg_that_says_it_is_absent_is_no_leg_in_a_table_or_labelled():
         assert len(items) == 2 and all(set(i.legs) == {"recovery"} for i in items), [i.legs for i in items]
 
 
+def test_round_robin_that_is_not_between_tenants_is_not_fair_queuing():
+    buckets = _section(8, "Dispatchers hash-shard the pending index into 16 buckets and scan them round-robin.")
+    check = _check(buckets, "tenant_isolation")
+    assert check.points == 0, check.evidence
+    tenants = _section(8, "Dispatchers hand free slots to tenants round-robin, so a tenant with a deep backlog waits "
+                          "its turn like the others.")
+    assert _check(tenants, "tenant_isolation").points > 0
+
+
 def test_a_paragraph_that_rejects_several_alternatives_counts_each():
     paragraph = _section(9, "I turned down a single elected leader because while it is replaced runs are late and a "
                             "paused leader can still write. I rejected Redis for the due times because a failover can "
