@@ -224,6 +224,7 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "A re-dispatched run never gets the same token: it gets a higher one, and the sink refuses the old copy's writes.",
     "Because the store checks the token on every write, the worker does not need to check anything itself.",
     "The fencing token comes from a database sequence, never from a timestamp or a worker's clock.",
+    "Lease times are all set with the database's now(), so the worker's own clock doesn't matter for expiry.",
 ])
 def test_a_right_answer_that_mentions_a_wrong_one_is_not_charged(right: str):
     report = score_text(_section(6, right))
