@@ -122,14 +122,19 @@ def test_section_8_says_what_breaks_first_from_the_measured_run(tmp_path, monkey
     path.write_text(json.dumps({"bench": bench}))
     said = " ".join(design_doc.render_reference_design().split())
     assert "the CPU was not used up, so a serial step ran out first, the materialiser" in said
+    assert "in the order the measurements give: relieve the materialiser (more replicas" in said
+    assert "relieve the claim" not in said
 
     bench["max_rate"]["steps"][1]["runs"][0]["backlog_max_by_stage"] = {"unclaimed": 9000, "unmaterialised": 0}
     path.write_text(json.dumps({"bench": bench}))
     said = " ".join(design_doc.render_reference_design().split())
     assert "occurrences due but not yet claimed (up to 9,000; 0 not yet materialised)" in said
     assert "a serial step ran out first, the claim" in said
+    assert "in the order the measurements give: relieve the claim (the sub-pools above), then make" in said
+    assert "relieve the materialiser" not in said
 
     del bench["max_rate"]["steps"][1]["runs"]  # results measured before the backlog was split by stage
     path.write_text(json.dumps({"bench": bench}))
     said = " ".join(design_doc.render_reference_design().split())
     assert "At 3,000/s p99 fire lag was 878 ms against the 100 ms limit." in said
+    assert "in the order the measurements give: make an execution touch fewer index entries" in said

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
@@ -32,17 +31,6 @@ PAGES = [
         "postgres-limits", "clock-skew", "scheduler-crash", "scheduler-paused", "hung-handler",
         "postgres-restart")),
 ]
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
-                           cwd=REPO_ROOT, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-                           capture_output=True, text=True)
-    assert build.returncode == 0, "mkdocs build --strict failed:\n" + build.stdout + build.stderr
-    assert "WARNING" not in build.stderr, build.stderr
-    return out
 
 
 class _Resources(HTMLParser):
@@ -83,10 +71,10 @@ def _remote(url: str) -> bool:
     return parsed.scheme in ("http", "https") or url.startswith("//")
 
 
-def test_every_page_exists_with_real_content(site):
+def test_every_page_exists_with_real_content(built_site):
     thin = {}
     for page in PAGES:
-        path = site / page
+        path = built_site / page
         assert path.exists(), f"page missing: {page}"
         words = len(" ".join(_parse(path).text).split())
         if words < 150:
@@ -94,32 +82,32 @@ def test_every_page_exists_with_real_content(site):
     assert not thin, f"pages with almost no content (words): {thin}"
 
 
-def test_no_page_or_stylesheet_fetches_from_the_internet(site):
+def test_no_page_or_stylesheet_fetches_from_the_internet(built_site):
     remote = {}
-    for html in site.rglob("*.html"):
+    for html in built_site.rglob("*.html"):
         urls = [u for u in _parse(html).urls if _remote(u)]
         if urls:
-            remote[str(html.relative_to(site))] = urls
-    for css in site.rglob("*.css"):
+            remote[str(html.relative_to(built_site))] = urls
+    for css in built_site.rglob("*.css"):
         text = css.read_text(encoding="utf-8")
         urls = [u for u in re.findall(r"url\(\s*['\"]?([^'\")]+)", text) if _remote(u)]
         urls += re.findall(r"@import\s+['\"](https?://[^'\"]+)", text)
         if urls:
-            remote[str(css.relative_to(site))] = urls
+            remote[str(css.relative_to(built_site))] = urls
     assert not remote, f"resources fetched from outside the site: {remote}"
 
 
-def test_diagram_svgs_embed_their_fonts(site):
-    for svg in (site / "assets" / "diagrams").glob("*.svg"):
+def test_diagram_svgs_embed_their_fonts(built_site):
+    for svg in (built_site / "assets" / "diagrams").glob("*.svg"):
         text = svg.read_text(encoding="utf-8")
         assert not re.search(r"url\(\s*['\"]?https?:", text), f"{svg.name} loads a font or image from the web"
 
 
-def test_reference_design_and_rubric_are_rendered(site):
-    design = " ".join(_parse(site / "reference-design" / "index.html").text)
+def test_reference_design_and_rubric_are_rendered(built_site):
+    design = " ".join(_parse(built_site / "reference-design" / "index.html").text)
     for section in ("1. Requirements and scope", "6. Deep dive", "9. Tradeoffs I explicitly rejected"):
         assert section in design
-    rubric = " ".join(_parse(site / "rubric" / "index.html").text)
+    rubric = " ".join(_parse(built_site / "rubric" / "index.html").text)
     assert "Identified the right hard parts" in rubric, "the rubric page is not rendered from rubric/*.yaml"
 
 
@@ -165,33 +153,33 @@ def test_a_candidates_drawing_exports_with_one_command(tmp_path):
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-def test_cheat_sheet_prints_on_one_a4_page(site, tmp_path):
+def test_cheat_sheet_prints_on_one_a4_page(built_site, tmp_path):
     if not CHROMIUM.exists():
         pytest.skip(f"!! CHEAT SHEET PRINT NOT TESTED: {CHROMIUM} not found (apt-get install -y chromium)")
     pdf = tmp_path / "cheatsheet.pdf"
     subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                     "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
                     "--no-pdf-header-footer", f"--print-to-pdf={pdf}",
-                    (site / "cheatsheet" / "index.html").as_uri()],
+                    (built_site / "cheatsheet" / "index.html").as_uri()],
                    capture_output=True, timeout=120, check=True)
     pages = re.findall(rb"/Type\s*/Page(?![s\w])", pdf.read_bytes())
     assert len(pages) == 1, f"the cheat sheet prints on {len(pages)} pages"
 
 
-def test_glossary_links_land_on_an_entry(site):
-    glossary_html = (site / "glossary" / "index.html").read_text(encoding="utf-8")
+def test_glossary_links_land_on_an_entry(built_site):
+    glossary_html = (built_site / "glossary" / "index.html").read_text(encoding="utf-8")
     anchors = set(re.findall(r'id="([^"]+)"', glossary_html))
     targets = set()
-    for html in site.rglob("*.html"):
+    for html in built_site.rglob("*.html"):
         targets |= set(re.findall(r'class="glossary-term" href="[^"#]*#([^"]+)"', html.read_text(encoding="utf-8")))
     assert targets, "no page links a term to the glossary"
     assert targets <= anchors, f"glossary links without an entry: {targets - anchors}"
-    design = (site / "reference-design" / "index.html").read_text(encoding="utf-8")
+    design = (built_site / "reference-design" / "index.html").read_text(encoding="utf-8")
     assert 'href="../glossary/#fencing-token"' in design
 
 
-def test_home_page_links_every_teaching_page(site):
-    home = (site / "index.html").read_text(encoding="utf-8")
+def test_home_page_links_every_teaching_page(built_site):
+    home = (built_site / "index.html").read_text(encoding="utf-8")
     for page in ("second-questions/", "calibration/", "alternatives/", "cheatsheet/", "glossary/", "measuring/",
                  "samples/"):
         assert f'href="{page}"' in home, f"the home page does not link {page}"

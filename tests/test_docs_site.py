@@ -8,9 +8,6 @@ Screenshots land in .d2kit/artifacts/docs-site/ for a human to look at.
 from __future__ import annotations
 
 import functools
-import os
-import subprocess
-import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -47,14 +44,9 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def site_url(tmp_path_factory):
+def site_url(built_site):
     sync_playwright = _require_browser()
-    site = tmp_path_factory.mktemp("site")
-    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
-                           cwd=REPO_ROOT, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stdout + build.stderr
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(built_site)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

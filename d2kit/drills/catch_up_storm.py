@@ -24,7 +24,7 @@ from sqlalchemy import text
 
 from d2kit.drills import invariants, workload
 from d2kit.drills.harness import Drill
-from reference_impl import policies, schedule
+from reference_impl import db, materializer, policies, schedule
 
 FOLLOW_UP = 3
 NEGATIVE_CONTROL = ("the admission bucket is switched off (pools.admission_rate = NULL, a real setting): the "
@@ -32,15 +32,17 @@ NEGATIVE_CONTROL = ("the admission bucket is switched off (pools.admission_rate 
 JOBS_PER_POLICY = 111      # x 3 policies x 120 missed minutes = 39,960 overdue fire times
 OUTAGE = timedelta(hours=2)
 # The seconds in which the bucket was the limit: each began with at least a second's worth of overdue runs waiting
-# (materialised at least 2 s earlier -- a pass plans for at most 1 s, db.py's timeout / 3, then writes -- and not
-# yet dispatched). Over the drain as a whole the rate is lower, as the backlog arrives pass by pass.
+# (materialised at least VISIBLE_AFTER earlier -- a pass plans for at most its planning budget, then writes and
+# commits, given a second -- and not yet dispatched). Over the drain as a whole the rate is lower, as the backlog
+# arrives pass by pass.
+VISIBLE_AFTER = timedelta(seconds=materializer.planning_budget(db.IDLE_IN_TRANSACTION_SECONDS * 1000) + 1)
 BACKLOGGED_SECONDS = """
 WITH overdue AS (
     SELECT o.created_at, min(a.dispatched_at) AS dispatched_at
     FROM occurrences o JOIN attempts a ON a.occurrence_id = o.id
     WHERE o.fire_at < :back GROUP BY o.id),
 seconds AS (
-    SELECT (SELECT count(*) FROM overdue WHERE created_at <= s - interval '2 seconds' AND dispatched_at >= s)
+    SELECT (SELECT count(*) FROM overdue WHERE created_at <= s - :visible_after AND dispatched_at >= s)
                AS waiting,
            (SELECT count(*) FROM overdue WHERE dispatched_at >= s AND dispatched_at < s + interval '1 second')
                AS dispatched
@@ -98,7 +100,8 @@ def run(drill: Drill) -> None:
             " extract(epoch FROM min(a.dispatched_at) - :back) AS first_dispatch_s"
             " FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id WHERE o.fire_at < :back"),
             {"back": back_at}).mappings().one()
-        pressed = conn.execute(text(BACKLOGGED_SECONDS), {"back": back_at, "rate": rate}).mappings().one()
+        pressed = conn.execute(text(BACKLOGGED_SECONDS),
+                               {"back": back_at, "rate": rate, "visible_after": VISIBLE_AFTER}).mappings().one()
     runs = drain["runs"]
     drill.metrics["drain: schedulers back -> last overdue run finished (s)"] = round(float(drain["drain_s"] or 0), 2)
     drill.metrics["schedulers back -> first overdue dispatch (s): materialising and deciding"] = round(
