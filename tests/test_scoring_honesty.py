@@ -224,6 +224,7 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "A re-dispatched run never gets the same token: it gets a higher one, and the sink refuses the old copy's writes.",
     "Because the store checks the token on every write, the worker does not need to check anything itself.",
     "The fencing token comes from a database sequence, never from a timestamp or a worker's clock.",
+    "Lease times are all set with the database's now(), so the worker's own clock doesn't matter for expiry.",
 ])
 def test_a_right_answer_that_mentions_a_wrong_one_is_not_charged(right: str):
     report = score_text(_section(6, right))
@@ -312,6 +313,36 @@ def test_rejecting_the_lease_or_the_token_with_nothing_in_its_place_is_not_a_rea
                        "token; a claim expires 30 s after the worker's last heartbeat, by the database clock.")
     assert _check(kept + rejections.replace("Heartbeat leases", "Longer leases"), "rejections").points > \
         check.points
+
+
+def test_rejecting_replicated_schedulers_with_nothing_to_stop_a_double_fire_is_not_a_reasoned_rejection():
+    rejection = _section(9, "- **A cluster of schedulers with leader election**: rejected because it adds split brain "
+                            "and failover bugs to solve an outage that happens perhaps once a year.")
+    one_box = _section(6, "One machine runs cron; each crontab line starts the job's script at its minute.")
+    check = _check(one_box + rejection, "rejections")
+    assert any("puts nothing in its place" in m for m in check.missing), check.missing
+    guarded = _section(6, "Every replica inserts the occurrence with a unique (job_id, fire_at) key, so a second "
+                          "replica's insert for the same fire time does nothing.")
+    assert not any("puts nothing in its place" in m for m in _check(guarded + rejection, "rejections").missing)
+
+
+@pytest.mark.parametrize("opinion", [
+    "- **Kafka**: overkill for this kind of system, honestly.",
+    "- **A database-backed job table**: unnecessary; the crontab is simpler and every engineer already knows it.",
+    "- **Kubernetes CronJobs**: too much complexity for what cron already does well today.",
+])
+def test_a_reason_that_is_only_an_opinion_is_no_reason(opinion: str):
+    check = _check(_section(9, opinion), "rejections")
+    assert check.points <= 1, check.missing
+    assert any("opinion" in m for m in check.missing), check.missing
+
+
+def test_an_opinion_with_how_the_alternative_fails_is_a_reason():
+    said = _section(9, "- **One planner for everything**: simpler, but when it pauses, every run in the system is "
+                       "late.")
+    check = _check(said, "rejections")
+    assert not any("opinion" in m for m in check.missing), check.missing
+    assert check.points >= 4, check.points
 
 
 def test_rejecting_api_formats_is_worth_less_than_rejecting_a_design_choice():
@@ -602,6 +633,30 @@ def test_a_planned_or_nominal_time_is_a_fire_time():
         unique = _section(6, f"Three planners insert run rows with a uniqueness rule on (job_id, {words}), so if two "
                              "planners race, the second insert does nothing.")
         assert _check(unique, "replica_double_fire").points >= 3, words  # recognised; no why, so partial
+
+
+def test_a_leg_that_says_it_is_absent_is_no_leg_in_a_table_or_labelled():
+    table = _section(7, "| Failure | Detection | Containment | Recovery |\n|---|---|---|---|\n"
+                        "| Worker dies | Not detected; no result arrives | Not needed, only that run is affected | "
+                        "The next occurrence runs on schedule |\n"
+                        "| Worker partitioned | Not detected, by design of the system | None; the job keeps running | "
+                        "Its result is posted when the network heals |")
+    labelled = _section(7, "- **Worker dies.** Detection: not detected; no result arrives. Containment: not needed, "
+                           "only that run is affected. Recovery: the next occurrence runs on schedule.\n"
+                           "- **Worker partitioned.** Detection: not detected, by design of the system. Containment: "
+                           "none; the job keeps running. Recovery: its result is posted when the network heals.")
+    for text in (table, labelled):
+        items = failure_items(parse(text))
+        assert len(items) == 2 and all(set(i.legs) == {"recovery"} for i in items), [i.legs for i in items]
+
+
+def test_round_robin_that_is_not_between_tenants_is_not_fair_queuing():
+    buckets = _section(8, "Dispatchers hash-shard the pending index into 16 buckets and scan them round-robin.")
+    check = _check(buckets, "tenant_isolation")
+    assert check.points == 0, check.evidence
+    tenants = _section(8, "Dispatchers hand free slots to tenants round-robin, so a tenant with a deep backlog waits "
+                          "its turn like the others.")
+    assert _check(tenants, "tenant_isolation").points > 0
 
 
 def test_a_paragraph_that_rejects_several_alternatives_counts_each():

@@ -70,9 +70,11 @@ LEG_HEADERS: dict[str, re.Pattern[str]] = {
     "recovery": pattern(r"get(ting)? back", r"\bheal", r"\brestor", r"\brepair", r"\bback to normal",
                         r"\bresolution", r"\bfix\b", r"\bremed"),
 }
-# "Detection: not needed, since ...": a label followed by a refusal is no leg.
+# "Detection: not needed, since ...", or a table's Detection cell "Not detected; no result arrives": a leg that
+# opens by saying it is absent is no leg, however many words follow, whether it is labelled or a table's cell.
 NO_LEG = re.compile(r"^\W*(not (needed|required|applicable|possible|necessary)|none\b|nothing\b|n/?a\b|no need|"
-                    r"unnecessary|impossible|skipped)", re.I)
+                    r"unnecessary|impossible|skipped|undetected|not (\w+ )?(detected|noticed|contained|recovered|"
+                    r"handled)\b|no (detection|containment|recovery)\b)", re.I)
 # "detected, contained and recovered": the legs' names listed, which says none of them.
 LEG_NAMES_LISTED = re.compile(r"\b(detect|contain|recover)\w*(\s*(,|/|&|\band\b|\bor\b)\s*(and\s+)?"
                               r"(detect|contain|recover)\w*)+", re.I)
@@ -143,7 +145,7 @@ def _legs_in_unit(unit: Unit, found: dict[str, Evidence]) -> None:
     header_legs = [_header_leg(h) for h in unit.header] if unit.is_table_body else []
     if any(header_legs):  # a table whose columns are the legs, in whatever words
         for leg, cell in zip(header_legs, unit.cells, strict=False):
-            if leg and word_count(cell) >= 3:
+            if leg and word_count(cell) >= 3 and not NO_LEG.match(cell):
                 found.setdefault(leg, Evidence.quote(unit.first_line, cell))
         return
     text = unit.text

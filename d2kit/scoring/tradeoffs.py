@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from d2kit.scoring.concepts import FENCING, LEASE
+from d2kit.scoring.concepts import DOUBLE_FIRE_MECHANISM, FENCING, LEASE
 from d2kit.scoring.document import Document, Item, Unit, one_per_lead, split_items
 from d2kit.scoring.evidence import Evidence, Finding, pattern
 from d2kit.scoring.negation import affirmed
@@ -44,9 +44,29 @@ WRONG_PREMISE = pattern(r"\b(doesn'?t|does not|cannot|can'?t|won'?t|no|never)\b 
 # A sentence that opens by rejecting something: one alternative of a paragraph that rejects several.
 REJECTION_LEAD = re.compile(r"^\W*(i|we)\s+(also\s+)?(turned down|rejected|ruled out|decided against|passed on|"
                             r"considered and rejected|considered|chose not to|did not (choose|pick|use))\b", re.I)
-# The partitioned worker's answer (a lease that expires, a token the store checks): rejecting it while the design
-# puts nothing in its place is the answer key's wrong answer, re-dispatch without a token, given as a reason.
-FOLLOW_UP_ANSWERS = (LEASE, FENCING)
+# The partitioned worker's answer (a lease that expires, a token the store checks) and the replicas' answer (more
+# than one scheduler, kept from firing together): rejecting one while the design puts nothing in its place is a
+# follow-up's wrong answer given as a reason (re-dispatch without a token; one scheduler, so nothing survives its
+# death). Each is (what the item rejects, what in the design would stand in its place).
+REPLICATED_SCHEDULER = pattern(r"\bleader", r"\bconsensus\b", r"\b(raft|paxos|zookeeper|etcd)\b",
+                               r"\bdistributed (scheduler|lock)", r"\bcluster of (schedulers|nodes|servers)",
+                               r"\b(replicated|redundant|standby|multiple|several) (scheduler|node|server)s?\b",
+                               r"\breplicas?\b")
+FOLLOW_UP_ANSWERS = ((LEASE, LEASE), (FENCING, FENCING), (REPLICATED_SCHEDULER, DOUBLE_FIRE_MECHANISM))
+# "Kafka: overkill", "a job table: unnecessary, the crontab is simpler": the rubric's no-hire signal, an opinion of
+# the alternative, not what it would cost or break here. A reason that is only such words is no reason; one that
+# also names how the alternative fails or what it strains ("simpler, but when it pauses all runs are late") is one.
+OPINION = pattern(r"\boverkill\b", r"\bover-?engineer\w*", r"\bunnecessary\b", r"\bnot (really )?needed\b",
+                  r"\bno need\b", r"\bsimpler\b", r"\btoo (heavy|complex|complicated|much( \w+)?)\b",
+                  r"\bheavy-?weight\b", r"\bnot worth (it)?\b", r"\bno (real )?benefit\b",
+                  r"\b(complicated|complex|harder) to (operate|run|reason about)\b")
+# "overkill at under 2 runs a second": our scale is not a property of the alternative; "a pod per run at 833 runs a
+# second" is one, so a number outside the opinion's own "at/for N" counts as saying what it would cost.
+OPINION_SCALE = re.compile(rf"(?:{OPINION.pattern})(?:\s+(?:for|at)\s+(?:only |under |about |~)?[\d.,]+[^\s,;.]*"
+                           r"(?:\s(?:runs?|jobs?|fires?|writes?|executions?|per|a|/)\S*)*)?", re.I)
+FAILURE_PROFILE = pattern(r"\blate\b", r"\bdelay", r"\bpaus", r"\bstall", r"\bcontention\b", r"\bhot\b",
+                          r"\bbottleneck", r"\bceiling\b", r"\blimits?\b", r"\bblocks?\b", r"\blos(e|es|t|ing)\b",
+                          r"\bdouble", r"split[- ]brain", r"\bfail", r"\bscal(e|es|ing)\b", r"\bdown\b")
 NAMED_ONLY_SHARE = 1 / 15  # 1 point of 15 each
 NAMED_ONLY_CAP = 2 / 15
 
@@ -62,10 +82,19 @@ def _after_title(unit: Unit, item: Item) -> str:
 
 
 def _rejects_what_the_design_lacks(item: Item, design: list[Unit]) -> bool:
-    """``item`` rejects a lease or a fencing token and no sentence outside section 9 has one."""
-    return any(mechanism.search(item.title) and
-               not any(affirmed(mechanism, sentence) for unit in design for _, sentence in unit.statements())
-               for mechanism in FOLLOW_UP_ANSWERS)
+    """``item`` rejects a follow-up's answer and no sentence of the design (outside section 9) has anything in its
+    place. Section 9 alone has no design to judge it against."""
+    return bool(design) and any(rejected.search(item.title) and
+               not any(affirmed(in_place, sentence) for unit in design for _, sentence in unit.statements())
+               for rejected, in_place in FOLLOW_UP_ANSWERS)
+
+
+def _only_opinion(reason: str) -> bool:
+    """The reason says nothing once its opinions ("overkill", "simpler", "too complex") are taken out."""
+    if not OPINION.search(reason):
+        return False
+    rest = OPINION_SCALE.sub(" ", reason)
+    return not re.search(r"\d", rest) and not any(p.search(rest) for p in (REASON, LOAD_BEARING, FAILURE_PROFILE))
 
 
 def rejections(doc: Document) -> Finding:
@@ -92,8 +121,13 @@ def rejections(doc: Document) -> Finding:
                            "lacking exactly-once execution, which no system gives without the job's cooperation")
         elif reason_unit is not None and _rejects_what_the_design_lacks(item, design):
             named_only.append(item)
-            missing.append(f"'{item.title}' (line {item.first_line}): rejects the partitioned worker's answer (a lease "
-                           "that expires, a token the store checks) and the design puts nothing in its place")
+            missing.append(f"'{item.title}' (line {item.first_line}): rejects a follow-up's answer (a lease that "
+                           "expires, a token the store checks, replicas kept from firing together) and the design "
+                           "puts nothing in its place")
+        elif reason_unit is not None and _only_opinion(" ".join(_after_title(u, item) for u in item.units)):
+            named_only.append(item)
+            missing.append(f"'{item.title}' (line {item.first_line}): the reason is an opinion (\"overkill\", "
+                           "\"simpler\"), not what the alternative would cost or break here")
         elif reason_unit is not None and item.words >= MIN_REJECTION_WORDS:
             quote = Evidence.of(reason_unit, REASON)
             shown = quote.text if quote.text.startswith(item.title) else f"[{item.title}] {quote.text}"

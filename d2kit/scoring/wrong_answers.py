@@ -158,9 +158,11 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"worker'?s? (own )?timestamps? (can|could) be compared",
         # a heartbeat stamped by the worker's wall clock and judged by another node's
         r"\b(with|using|stamped (with|by)) (their|its) (own )?local (wall[- ]?)?(clock|time|timestamp)s?\b"), 0.0,
-                # "NTP keeps them close, but we never compare clocks: only the database's now() decides"
+                # "NTP keeps them close, but we never compare clocks: only the database's now() decides"; "lease times
+                # are set with the database's now(), so the worker's own clock doesn't matter"
                 unless=pattern(r"\b(never|not|don'?t|do not|nobody) (compares?|relys?|relies|depends?|trusts?)\b",
-                               r"\bonly the (database|db|store|server)'?s?\b")),
+                               r"\bonly the (database|db|store|server)'?s?\b",
+                               r"\bclocks? (\w+ ){0,3}(doesn'?t|does not|don'?t|do not|never) matters?\b")),
     WrongAnswer("clocks", "readings of different machines' clocks compared (a monotonic clock orders one machine's "
                 "times only)", pattern(
         r"monotonic clocks?\b.{0,30}\b(is |are )?(compared|synchroni[sz]ed|shared) (across|between)",
