@@ -775,3 +775,66 @@ def test_a_token_checked_only_on_completion_leaves_the_zombies_writes_unfenced()
     assert partial.points < partial.max_points
     assert any("where the job's own writes land" in m for m in partial.missing)
     assert _check(_section(6, on_both), "lease_fencing").points == 8
+
+
+# -- ninth change: denial in prose, a mechanism the design lacks ----------------------------------------
+
+def test_a_mechanism_denied_in_prose_earns_nothing_from_sentences_that_describe_it():
+    """"We deliberately have no lease" takes the lease's credit away from every sentence, not just its own."""
+    described = _section(6, "A worker's lease is renewed by heartbeat every 10 s and expires after 30 s.")
+    denied = _section(6, "We deliberately have no lease. A lease is a promise that expires after 30 s without a "
+                         "heartbeat, and that is what makes two workers think they own one run.")
+    assert _check(described, "lease_fencing").points > 0
+    check = _check(denied, "lease_fencing")
+    assert check.points == 0 and any("says it has no leases" in m for m in check.missing), check.missing
+
+
+@pytest.mark.parametrize("denial", [
+    "We deliberately do not put a uniqueness constraint on (job, fire time): with one scheduler nothing repeats.",
+    "We chose not to add a unique key on (job_id, fire_time), since a retry would only turn into an error.",
+])
+def test_a_guard_the_design_says_it_does_not_put_in_is_not_its_guard(denial: str):
+    used = _section(5, "The runs table has a unique key on (job_id, fire_time) so a second insert is refused.")
+    assert _check(used, "replica_double_fire").points > 0
+    assert _check(_section(6, denial) + used, "replica_double_fire").points == 0
+
+
+def test_rejecting_the_lease_a_design_denies_is_not_a_reasoned_rejection():
+    rejection = _section(9, "- **Leases and heartbeats**: rejected because each running job would write every few "
+                            "seconds, which is load we do not want.")
+    described_and_denied = _section(6, "We deliberately have no lease. A lease is a promise that expires, and an "
+                                       "expiring promise is what makes two workers own one run.")
+    check = _check(described_and_denied + rejection, "rejections")
+    assert any("puts nothing in its place" in m for m in check.missing), check.missing
+
+
+def test_rejecting_at_least_once_for_exactly_once_is_not_a_reasoned_rejection():
+    check = _check(_section(9, "- I rejected at-least-once semantics in favour of exactly-once, since customers "
+                               "should not have to think about repeated runs at all."), "rejections")
+    assert any("lacking exactly-once" in m for m in check.missing), check.missing
+
+
+def test_every_job_running_exactly_once_is_the_exactly_once_promise():
+    check = _check(_section(1, "It aims for every job to run exactly once, which we get from structure."),
+                   "delivery_semantics")
+    assert any(m.startswith("wrong answer") for m in check.missing), check.missing
+
+
+def test_whichever_copy_writes_last_winning_is_re_dispatch_without_a_token():
+    text = _section(6, "If the reaper already re-dispatched the run, the final status written is whatever arrives "
+                       "last, which is usually the newer worker's.")
+    assert any("writes last wins" in m for m in _check(text, "lease_fencing").missing)
+
+
+def test_a_leader_that_pauses_its_own_work_is_not_a_word_on_a_deposed_leader():
+    only_leader = _section(6, "Only the leader runs the due-job scan; when Postgres is down the leader pauses scanning.")
+    assert any(m.startswith("wrong answer") for m in _check(only_leader, "replica_double_fire").missing)
+
+
+def test_a_partitioned_worker_is_not_contained_when_the_design_has_no_token():
+    failure = ("- **Worker partitioned.** Detection: its heartbeat is older than 45 s. Containment: the run is taken "
+               "back and given to another worker. Recovery: the new worker runs it to completion.")
+    unfenced = failure_items(parse(_section(7, failure)))[0]
+    assert "containment" not in unfenced.legs and unfenced.unfenced
+    fenced = _section(6, "Each hand-out gets a higher fencing token, and the results store refuses an older one.")
+    assert "containment" in failure_items(parse(fenced + _section(7, failure)))[0].legs

@@ -8,7 +8,10 @@ a fragment, a part earns half (see evidence.credit).
 
 from __future__ import annotations
 
+import re
+
 from d2kit.scoring.arithmetic import mostly_wrong, quantities, stated_quantities
+from d2kit.scoring.contradictions import denials
 from d2kit.scoring.document import Document, Unit
 from d2kit.scoring.evidence import (
     LIST_CREDIT,
@@ -115,25 +118,31 @@ NOT_THE_STORES_CHECK = pattern(OPTIONAL_CHECK.pattern, SELF_CHECK.pattern)
 # Quartz's fire time, Temporal's scheduled time, Oozie's nominal time, Airflow's logical date, a planned time.
 FIRE_TIME = (r"(fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?"
              r"(time|at|minute|timestamp|date|moment)\b")
-DOUBLE_FIRE_MECHANISM = pattern(
+# The leader guard and the unique key, apart from the rest: a design that denies one ("there is no leader
+# election", "we deliberately do not put a uniqueness constraint on (job, fire time)") has not got it, whatever
+# other sentences say of it (contradictions.denials).
+LEADER_GUARD = (r"leader (election|lease)", r"elect\w*.{0,20}\bleader", r"\bleader\b.{0,40}\belect", r"only the leader")
+UNIQUE_KEY = (
     # A uniqueness guarantee counts when it is on the fire time, not on any column pair: not across a clause
     # ("next_run_at, deleted_at); unique (org_id, name)" makes the name unique, not the fire time).
     rf"unique[^|;.]{{0,40}}{FIRE_TIME}", rf"{FIRE_TIME}[^|;.]{{0,40}}\bunique", rf"\(job(_id)?, ?{FIRE_TIME}",
     rf"(primary|unique|composite) key\b[^|]{{0,30}}\b({FIRE_TIME}|minute)", r"\(job(_id)?, ?(the )?(\w+ )?minute\)",
     r"keyed (by|on) (the )?job\b[^|]{0,30}\b(minute|fire|planned|scheduled|due)", r"duplicate[- ]key",
+    r"\bunique (pair|combination)\b")
+OTHER_DOUBLE_FIRE_GUARDS = (
     r"\b(put|create|insert|write)[- ]if[- ](absent|not[- ]exists)",
     r"on conflict", r"dedup(e|lication)? key", r"\bcas\b", r"compare[- ]and[- ]swap",
     r"conditional (update|write|insert|put)", r"for update", r"skip locked", r"claim (row|the row)",
-    r"optimistic (lock|concurrency)", r"advisory lock", r"leader (election|lease)", r"elect\w*.{0,20}\bleader",
-    r"\bleader\b.{0,40}\belect", r"only the leader", r"\bpartition(ed)? ownership", r"consistent hash",
+    r"optimistic (lock|concurrency)", r"advisory lock", r"\bpartition(ed)? ownership", r"consistent hash",
     r"\bshard(ed)? ownership", r"compare[- ]and[- ]set", r"if not exists", r"lightweight transaction",
     r"condition(al)? expression", r"\bif (generation|version|state|owner|holder)\s*=",
     r"(slice|bucket|partition|shard|range)s? (owner|ownership)",
     r"owns?\b.{0,20}\b(slice|bucket|partition|shard|range)s?\b", r"attribute_not_exists",
     r"(one|a single) (owner|planner|dispatcher) (per|for each) (slice|bucket|partition|shard)",
-    # SKIP LOCKED and a unique key in plain words: "row locks, skipping rows someone else holds", "the unique pair".
-    r"\brow locks?\b", r"\bskip(s|ping)? (the )?rows?\b", r"\bunique (pair|combination)\b",
+    # SKIP LOCKED in plain words: "row locks, skipping rows someone else holds".
+    r"\brow locks?\b", r"\bskip(s|ping)? (the )?rows?\b",
 )
+DOUBLE_FIRE_MECHANISM = pattern(*UNIQUE_KEY, *OTHER_DOUBLE_FIRE_GUARDS, *LEADER_GUARD)
 REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other|a second|the second) "
                    r"(schedulers?|planners?|dispatchers?|instances|coordinators?|owners?|pollers?|consumers?|leaders|"
                    r"nodes|standbys)",
@@ -286,10 +295,20 @@ def delivery_semantics(doc: Document) -> Finding:
     ])
 
 
+def _unless_denied(doc: Document, mechanism: str, units: list[Unit]) -> tuple[list[Unit], list[str]]:
+    """``units``, or none when the design denies ``mechanism`` ("we deliberately have no lease"): a sentence that
+    describes it elsewhere ("a lease is a promise that expires") does not give it back."""
+    denied = denials(doc).get(mechanism)
+    if denied is None:
+        return units, []
+    return [], [f"the design says it has no {mechanism} (line {denied.line}: \"{denied.text}\")"]
+
+
 def lease_fencing(doc: Document) -> Finding:
-    units = _designed(doc)
-    return combine([
-        (3 / 8, component(units, LEASE, "no worker lease or heartbeat that expires", also=LIVENESS)),
+    lease_units, lease_denied = _unless_denied(doc, "leases", _designed(doc))
+    units, token_denied = _unless_denied(doc, "fencing tokens", _designed(doc))
+    finding = combine([
+        (3 / 8, component(lease_units, LEASE, "no worker lease or heartbeat that expires", also=LIVENESS)),
         (2 / 8, component(units, FENCING, "no fencing token per attempt")),
         (1.5 / 8, component(units, FENCING, "the fencing token is not checked on completion or on any write",
                             also=both(FENCE_CHECK, WRITE_PATH), unless=NOT_THE_STORES_CHECK)),
@@ -297,6 +316,26 @@ def lease_fencing(doc: Document) -> Finding:
                             "(its sink, the downstream service): a zombie's side effects still land",
                             also=both(FENCE_CHECK, JOB_WRITE_PATH), unless=NOT_THE_STORES_CHECK)),
     ])
+    return Finding(finding.fraction, finding.evidence, lease_denied + token_denied + finding.missing)
+
+
+def double_fire_guard(doc: Document) -> re.Pattern[str]:
+    """The double-fire mechanisms the design may have: not the leader guard or the unique key it denies."""
+    denied = denials(doc)
+    return pattern(*OTHER_DOUBLE_FIRE_GUARDS,
+                   *(() if "a unique key on (job, fire time)" in denied else UNIQUE_KEY),
+                   *(() if "leader election" in denied else LEADER_GUARD))
+
+
+# A fencing number in any words, as little as "a higher ticket": enough to say the design has one, not to credit it.
+ANY_TOKEN = pattern(FENCING.pattern, r"\btokens?\b", rf"\b{FENCE_NUMBER}[_ ](number|no|num|version)\b",
+                    r"\b(higher|newer|larger|greater|bigger) (\w+ )?(ticket|token|number|epoch|generation|version)")
+
+
+def has_token(doc: Document) -> bool:
+    """The design has a fencing number of some kind (epoch, generation, ticket, token), not denied."""
+    units = _unless_denied(doc, "fencing tokens", _designed(doc))[0]
+    return bool(component(units, ANY_TOKEN, "").fraction)
 
 
 def store_checks_token(doc: Document) -> bool:
@@ -306,16 +345,16 @@ def store_checks_token(doc: Document) -> bool:
 
 def replica_double_fire(doc: Document) -> Finding:
     units = _designed(doc)
-    mechanism = component(units, DOUBLE_FIRE_MECHANISM,
+    guard = double_fire_guard(doc)
+    mechanism = component(units, guard,
                           "no mechanism (unique (job, fire time), claim CAS, leader lease) stops a double fire")
     # The rubric's partial is "a mechanism named without its failure profile": the why is what makes it full.
     return combine([
         (0.4, mechanism),
-        (0.2, component(units, DOUBLE_FIRE_MECHANISM, "the mechanism is not tied to several scheduler replicas",
-                        also=REPLICAS)),
+        (0.2, component(units, guard, "the mechanism is not tied to several scheduler replicas", also=REPLICAS)),
         # Once a mechanism is used, rejecting another with a reason ("we rejected SKIP LOCKED because ...") is
         # the reason for the choice.
-        (0.4, component(_deep_dive_first(doc) if mechanism.evidence else units, DOUBLE_FIRE_MECHANISM,
+        (0.4, component(_deep_dive_first(doc) if mechanism.evidence else units, guard,
                         "no reason or failure profile for the mechanism chosen", also=WHY,
                         deniable=not mechanism.evidence)),
     ])

@@ -33,12 +33,16 @@ MECHANISMS = (
     Mechanism("leader election", "replica_double_fire", pattern(r"leader election", r"\ba leader\b",
                                                                 r"\bthe leader\b")),
     Mechanism("a unique key on (job, fire time)", "replica_double_fire",
-              pattern(r"unique (key|constraint|index) on \(?job")),
+              pattern(r"unique(ness)? (key|constraint|index) on \(?job")),
 )
 # A denial of the mechanism itself, right before it: "no leases", "we do not need leases", "without a fencing
-# token". Not "one lost packet never costs a lease": that denies a loss, not the lease.
-DENIAL_BEFORE = re.compile(r"\b(no|without|(do|does|did|need)(n't| not)( need| use| have| require)?|never (use|need)s?|"
-                           r"not (need|use|require)s?)\s+((any|a|an|the|such)\s+)?$", re.I)
+# token", and in prose: "we deliberately do not put a uniqueness constraint on (job, fire time)", "we chose not to
+# add a lease", "there is no need for a fencing token". Not "one lost packet never costs a lease": that denies a
+# loss, not the lease.
+DENIAL_BEFORE = re.compile(r"\b(no|without|(do|does|did|need)(n't| not)( need| use| have| require| put| add| keep| "
+                           r"want| hold| take)?|never (use|need|put|add|keep|hold|take)s?|not (need|use|require)s?|"
+                           r"(chose|choose|decided|opted) not to (use|have|add|keep|put|hold|take|need)|"
+                           r"no need for)\s+((any|a|an|the|such)\s+)?$", re.I)
 # The clause puts the mechanism to use, rather than naming it.
 USE = pattern(r"\bwe (use|rely on|keep|have|add|take|hold|run)\b", r"\b(uses|relies on|holds?|renews?|takes?|"
               r"tracks?|checks?|stores?|gets?|carries|carry|compares?)\b", r"\b(is|are) (used|kept|held|renewed|"
@@ -56,20 +60,37 @@ class Contradiction:
                 f"denied at line {self.denied.line} (\"{self.denied.text}\")")
 
 
+def _used_and_denied(doc: Document, mechanism: Mechanism) -> tuple[Evidence | None, Evidence | None]:
+    """The first sentence of the design (section 9 rejects by design) that puts ``mechanism`` to use, and the first
+    that denies it."""
+    used = denied = None
+    for unit in (u for u in doc.content_units() if u.section != 9):
+        for _, sentence in unit.statements():
+            for match in mechanism.mention.finditer(sentence):
+                if _denies(sentence, match.start(), match.end()):
+                    denied = denied or Evidence.of(unit, re.compile(re.escape(sentence[:40])))
+                elif USE.search(sentence):
+                    used = used or Evidence.of(unit, re.compile(re.escape(sentence[:40])))
+    return used, denied
+
+
 def find(doc: Document) -> list[Contradiction]:
     found = []
-    units = [u for u in doc.content_units() if u.section != 9]  # section 9 rejects by design
     for mechanism in MECHANISMS:
-        used = denied = None
-        for unit in units:
-            for _, sentence in unit.statements():
-                for match in mechanism.mention.finditer(sentence):
-                    if _denies(sentence, match.start(), match.end()):
-                        denied = denied or Evidence.of(unit, re.compile(re.escape(sentence[:40])))
-                    elif USE.search(sentence):
-                        used = used or Evidence.of(unit, re.compile(re.escape(sentence[:40])))
+        used, denied = _used_and_denied(doc, mechanism)
         if used and denied and used != denied:
             found.append(Contradiction(mechanism, used, denied))
+    return found
+
+
+def denials(doc: Document) -> dict[str, Evidence]:
+    """The mechanisms the design says it does not have ("we deliberately have no lease"), each with the sentence that
+    says so: what such a sentence denies earns nothing anywhere in the attempt, whatever other sentences describe."""
+    found = {}
+    for mechanism in MECHANISMS:
+        denied = _used_and_denied(doc, mechanism)[1]
+        if denied:
+            found[mechanism.name] = denied
     return found
 
 

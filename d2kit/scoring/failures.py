@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from d2kit.scoring.concepts import has_token
 from d2kit.scoring.document import Document, Item, Unit, is_question, one_per_lead, sentences, split_items
 from d2kit.scoring.evidence import Evidence, Finding, pattern
 from d2kit.scoring.negation import affirmed, is_denied
@@ -121,6 +122,7 @@ class FailureItem:
     first_line: int
     legs: dict[str, Evidence] = field(default_factory=dict)
     text: str = ""
+    unfenced: bool = False  # a containment leg was refused: nothing in the design fences the old copy
 
     @property
     def complete(self) -> bool:
@@ -188,8 +190,24 @@ def _opens_a_failure(sentence: str) -> bool:
         affirmed(LEGS["detection"], sentence) is not None
 
 
+# A worker cut off or paused while its job still runs: the damage is the old copy's writes, and what contains it is a
+# token the store checks (the rubric's containment leg: "a refused stale token").
+UNFENCED_WORKER = re.compile(rf"\b{WORKER}s?\b|\bzombie", re.I)
+
+
 def failure_items(doc: Document) -> list[FailureItem]:
-    return [_analyse(one) for item in split_items(doc.sections.get(7)) for one in one_per_lead(item, _opens_a_failure)]
+    items = [_analyse(one) for item in split_items(doc.sections.get(7)) for one in one_per_lead(item, _opens_a_failure)]
+    if items and not has_token(doc):
+        # Re-dispatch with no token anywhere contains nothing: the old copy keeps running and writing.
+        for item in items:
+            if _analysed(FAILURE_CLASSES["worker partition or pause"], item.text) and \
+                    UNFENCED_WORKER.search(item.text) and item.legs.pop("containment", None):
+                item.unfenced = True
+    return items
+
+
+UNFENCED_NOTE = (" (its containment needs a fencing token, and the design has none: the old copy keeps running "
+                 "and its writes still land)")
 
 
 def triads(doc: Document) -> Finding:
@@ -208,7 +226,7 @@ def triads(doc: Document) -> Finding:
     evidence = [Evidence(ev.line, f"[{tag(i)}] {ev.text if LABEL.match(ev.text) else f'{leg}: {ev.text}'}")
                 for i in complete + two_legged for leg, ev in i.legs.items()]
     missing = [f"'{i.title}' (line {i.first_line}) has no {' and no '.join(i.missing_legs())}"
-               for i in items if not i.complete]
+               + (UNFENCED_NOTE if i.unfenced else "") for i in items if not i.complete]
     if len(complete) < ITEMS_FOR_FULL:
         missing.insert(0, f"{len(complete)} of the {ITEMS_FOR_FULL} failures needed have all three legs.")
     if off_prompt and counted < ITEMS_FOR_FULL:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-from d2kit.scoring.concepts import DOUBLE_FIRE_MECHANISM, FENCING, LEASE
+from d2kit.scoring.concepts import FENCING, LEASE, double_fire_guard
+from d2kit.scoring.contradictions import denials
 from d2kit.scoring.document import Document, Item, Unit, one_per_lead, split_items
 from d2kit.scoring.evidence import Evidence, Finding, pattern
 from d2kit.scoring.negation import affirmed
@@ -40,7 +41,10 @@ SELF_USE = re.compile(r"\b(because|although|though|but|as|since)\b.{0,20}\bwe (a
 # own, is the delivery question's wrong answer used as a reason; unless the item says why nothing gives it.
 WRONG_PREMISE = pattern(r"\b(doesn'?t|does not|cannot|can'?t|won'?t|no|never)\b (\w+ ){0,2}exactly[- ]once",
                         r"\bonly (gives? |offers? |provides? )?at[- ]least[- ]once",
-                        r"exactly[- ]once is (\w+ )?better")
+                        r"exactly[- ]once is (\w+ )?better",
+                        # at-least-once itself rejected for exactly-once: the promise no system keeps on its own
+                        r"\b(rejected|turned down|ruled out|decided against)\W+(\w+\W+){0,2}at[- ]least[- ]once",
+                        r"\bin favou?r of exactly[- ]once")
 # A sentence that opens by rejecting something: one alternative of a paragraph that rejects several.
 REJECTION_LEAD = re.compile(r"^\W*(i|we)\s+(also\s+)?(turned down|rejected|ruled out|decided against|passed on|"
                             r"considered and rejected|considered|chose not to|did not (choose|pick|use))\b", re.I)
@@ -50,9 +54,8 @@ REJECTION_LEAD = re.compile(r"^\W*(i|we)\s+(also\s+)?(turned down|rejected|ruled
 # death). Each is (what the item rejects, what in the design would stand in its place).
 REPLICATED_SCHEDULER = pattern(r"\bleader", r"\bconsensus\b", r"\b(raft|paxos|zookeeper|etcd)\b",
                                r"\bdistributed (scheduler|lock)", r"\bcluster of (schedulers|nodes|servers)",
-                               r"\b(replicated|redundant|standby|multiple|several) (scheduler|node|server)s?\b",
+                               r"\b(replicated|redundant|standby|multiple|several) (\w+ )?(scheduler|node|server)s?\b",
                                r"\breplicas?\b")
-FOLLOW_UP_ANSWERS = ((LEASE, LEASE), (FENCING, FENCING), (REPLICATED_SCHEDULER, DOUBLE_FIRE_MECHANISM))
 # "Kafka: overkill", "a job table: unnecessary, the crontab is simpler": the rubric's no-hire signal, an opinion of
 # the alternative, not what it would cost or break here. A reason that is only such words is no reason; one that
 # also names how the alternative fails or what it strains ("simpler, but when it pauses all runs are late") is one.
@@ -81,12 +84,21 @@ def _after_title(unit: Unit, item: Item) -> str:
     return unit.text[label.end():] if label else unit.text
 
 
-def _rejects_what_the_design_lacks(item: Item, design: list[Unit]) -> bool:
+def _follow_up_answers(doc: Document) -> tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...]:
+    """(what an item rejects, what in the design would stand in its place); nothing stands in the place of a
+    mechanism the design says it has not got ("we deliberately have no lease"), however it describes it."""
+    denied = denials(doc)
+    return ((LEASE, None if "leases" in denied else LEASE),
+            (FENCING, None if "fencing tokens" in denied else FENCING),
+            (REPLICATED_SCHEDULER, double_fire_guard(doc)))
+
+
+def _rejects_what_the_design_lacks(item: Item, design: list[Unit], answers) -> bool:
     """``item`` rejects a follow-up's answer and no sentence of the design (outside section 9) has anything in its
     place. Section 9 alone has no design to judge it against."""
-    return bool(design) and any(rejected.search(item.title) and
-               not any(affirmed(in_place, sentence) for unit in design for _, sentence in unit.statements())
-               for rejected, in_place in FOLLOW_UP_ANSWERS)
+    return bool(design) and any(rejected.search(item.title) and not (in_place and any(
+        affirmed(in_place, sentence) for unit in design for _, sentence in unit.statements()))
+               for rejected, in_place in answers)
 
 
 def _only_opinion(reason: str) -> bool:
@@ -108,6 +120,7 @@ def rejections(doc: Document) -> Finding:
     missing = []
     credit = 0.0
     design = [u for u in doc.content_units() if u.section != 9]
+    answers = _follow_up_answers(doc)
     for item in items:
         has_sentence = any(u.prose or (u.has_columns and u.words >= MIN_REJECTION_WORDS) for u in item.units)
         reason_unit = next((u for u in item.units if REASON.search(_after_title(u, item))), None)
@@ -119,7 +132,7 @@ def rejections(doc: Document) -> Finding:
             named_only.append(item)
             missing.append(f"'{item.title}' (line {item.first_line}): the reason is a wrong answer, faulting it for "
                            "lacking exactly-once execution, which no system gives without the job's cooperation")
-        elif reason_unit is not None and _rejects_what_the_design_lacks(item, design):
+        elif reason_unit is not None and _rejects_what_the_design_lacks(item, design, answers):
             named_only.append(item)
             missing.append(f"'{item.title}' (line {item.first_line}): rejects a follow-up's answer (a lease that "
                            "expires, a token the store checks, replicas kept from firing together) and the design "

@@ -57,7 +57,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"(users?|tenants?|jobs?|authors?) (don'?t|do not|never) (need|have) to (make|change|write)",
         r"side[- ]effects? (can )?never (happen|run|occur)s? twice",
         r"\b(has|gives?|offers?|with) exactly[- ]once (delivery|execution|processing|semantics)\b.{0,60}\bduplicates?",
-        r"duplicates? (don'?t|do not|never|can'?t|cannot|won'?t) (happen|occur)"),
+        r"duplicates? (don'?t|do not|never|can'?t|cannot|won'?t) (happen|occur)",
+        r"\b(every|each|all) (jobs?|runs?)\b.{0,20}\b(runs?|execut\w*|fires?|happens?) exactly[- ]once"),
                 0.0, COOPERATION),  # the rubric's "none"
     WrongAnswer("delivery_semantics", "at-most-once said to guarantee that every job runs", pattern(
         r"at[- ]most[- ]once\b.{0,100}\b(guaranteed to (run|fire|execute)|always (runs|fires)|"
@@ -124,6 +125,11 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                         r"\bsame (fencing )?token\b.{0,60}\b(re-?dispatch\w*|both (sides|copies|workers)|"
                         r"old and (the )?new)"), 3 / 8,
                 unless=pattern(r"\b(never|not|n'?t|no)\b (\w+ ){0,2}(the )?same (fencing )?token")),
+    WrongAnswer("lease_fencing", "the stale copy's write accepted: whichever copy writes last wins (re-dispatch "
+                "without a token)", pattern(
+        r"\b(last|latest|later) (write|writer|report|status|result|copy)s?\b.{0,10}\bwins\b",
+        r"\bwhatever (arrives|lands|is written|comes) last\b",
+        r"\boutcome is whatever the (later|last|latest|newer)"), 3 / 8, unless_store_fences=True),
     WrongAnswer("lease_fencing", "a claim that never expires (a dead or partitioned worker keeps its job)", pattern(
         r"(lease|lock|claim|reservation)\w*\b.{0,40}\b(forever|indefinitely|until (it|the worker) (comes back|returns|"
         r"reconnects|recovers))",
@@ -174,8 +180,12 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("replica_double_fire", "leader election alone, with nothing on the failover gap or a paused old "
                 "leader", pattern(r"\b(only|just) (the )?leader\b.{0,60}\b(fires?|dispatch\w*|reads?|publish\w*|"
                                   r"schedul\w*|runs?)\b"), 0.6,
+                # the old leader discussed: fenced, or paused ("a GC pause on the leader"); not a leader that pauses
+                # its own work ("the leader pauses scanning"), which is no word on a deposed leader
                 unless_anywhere=pattern(r"(old|former|stale|paused|zombie|previous|deposed|wak\w+) leader",
-                                        r"leader\b.{0,60}\b(fenc|epoch|term|token|pause|paused|gc)",
+                                        r"leader\b.{0,60}\b(fenc|epoch|term|token|gc|(is|was|gets|got|being) "
+                                        r"paused)\b",
+                                        r"\b(gc|garbage[- ]collection|stop[- ]the[- ]world) paus\w*.{0,60}\bleader",
                                         r"\b(fenc\w*|epoch|term|token)\b.{0,60}\bleader", r"failover gap",
                                         r"unique\b.{0,40}\b(fire|schedul|run|due)")),
     WrongAnswer("replica_double_fire", "a check whether the run already happened, then a separate write (two replicas "
