@@ -838,3 +838,17 @@ def test_a_partitioned_worker_is_not_contained_when_the_design_has_no_token():
     assert "containment" not in unfenced.legs and unfenced.unfenced
     fenced = _section(6, "Each hand-out gets a higher fencing token, and the results store refuses an older one.")
     assert "containment" in failure_items(parse(fenced + _section(7, failure)))[0].legs
+
+
+def test_a_setting_restated_with_its_unit_is_not_a_derivation():
+    assert not calculations(parse(_section(6, "`config.poll_interval = 5` so scheduled jobs are picked up within "
+                                              "~5 s.")))
+
+
+@pytest.mark.parametrize("dismissal", [
+    "- **Writing our own scheduler**: why reinvent the wheel when the library does it.",
+    "- **A custom dispatcher**: why bother, the framework already ships one.",
+])
+def test_a_rhetorical_dismissal_is_an_opinion_not_a_reason(dismissal: str):
+    check = _check(_section(9, dismissal), "rejections")
+    assert any("is an opinion" in m for m in check.missing), check.missing

@@ -476,9 +476,9 @@ def find_calculation(text: str, rates: frozenset[pint.Quantity] = frozenset()
             continue
         if ASSIGNMENT.search(text[earlier[-1].end:qs[j].start]):
             continue  # "SET lease_expires_at = now() + 30 s": a setting in code, not a result
-        if any(q.amount.magnitude == qs[j].amount.magnitude and q.amount.units == qs[j].amount.units
-               for q in earlier):
-            continue  # restating a number is not deriving one
+        if any(q.amount.magnitude == qs[j].amount.magnitude and (q.amount.units == qs[j].amount.units or
+                                                                  not q.has_unit) for q in earlier):
+            continue  # restating a number is not deriving one ("poll_interval = 5 so picked up within ~5 s")
         steps = check_steps(text, qs, rates)
         if steps.holds and not steps.verified and all(q.amount.dimensionless for q in qs):
             return None  # "4 shards; partition = hash(job_id) % 256": counts that nothing shows are derived

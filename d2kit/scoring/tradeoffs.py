@@ -62,7 +62,9 @@ REPLICATED_SCHEDULER = pattern(r"\bleader", r"\bconsensus\b", r"\b(raft|paxos|zo
 OPINION = pattern(r"\boverkill\b", r"\bover-?engineer\w*", r"\bunnecessary\b", r"\bnot (really )?needed\b",
                   r"\bno need\b", r"\bsimpler\b", r"\btoo (heavy|complex|complicated|much( \w+)?)\b",
                   r"\bheavy-?weight\b", r"\bnot worth (it)?\b", r"\bno (real )?benefit\b",
-                  r"\b(complicated|complex|harder) to (operate|run|reason about)\b")
+                  r"\b(complicated|complex|harder) to (operate|run|reason about)\b", r"\breinvent\w* the wheel\b",
+                  # a rhetorical dismissal: "why reinvent the wheel when the library does it", "why bother"
+                  r"\bwhy (bother|reinvent\w*|build|write|roll)\b[^.;]*")
 # "overkill at under 2 runs a second": our scale is not a property of the alternative; "a pod per run at 833 runs a
 # second" is one, so a number outside the opinion's own "at/for N" counts as saying what it would cost.
 OPINION_SCALE = re.compile(rf"(?:{OPINION.pattern})(?:\s+(?:for|at)\s+(?:only |under |about |~)?[\d.,]+[^\s,;.]*"
