@@ -852,3 +852,15 @@ def test_a_setting_restated_with_its_unit_is_not_a_derivation():
 def test_a_rhetorical_dismissal_is_an_opinion_not_a_reason(dismissal: str):
     check = _check(_section(9, dismissal), "rejections")
     assert any("is an opinion" in m for m in check.missing), check.missing
+
+
+@pytest.mark.parametrize(("check_id", "denial", "described"), [
+    ("tenant_isolation", "There is no need for per-customer quotas: the autoscaler absorbs any one customer.",
+     "Each customer's concurrency cap is 50 running jobs."),
+    ("catch_up", "There is no catch-up policy to configure: every missed run fires when we are back.",
+     "After an outage each job's own catch-up policy decides: run the latest missed run, or skip them."),
+])
+def test_a_policy_the_design_denies_earns_nothing_from_another_sentence(check_id: str, denial: str, described: str):
+    alone = _check(_section(6, described), check_id).points
+    both_said = _check(_section(6, denial + " " + described), check_id)
+    assert both_said.points < alone and any("says it has no" in m for m in both_said.missing), both_said.missing

@@ -316,7 +316,11 @@ def lease_fencing(doc: Document) -> Finding:
                             "(its sink, the downstream service): a zombie's side effects still land",
                             also=both(FENCE_CHECK, JOB_WRITE_PATH), unless=NOT_THE_STORES_CHECK)),
     ])
-    return Finding(finding.fraction, finding.evidence, lease_denied + token_denied + finding.missing)
+    return _with_notes(lease_denied + token_denied, finding)
+
+
+def _with_notes(notes: list[str], finding: Finding) -> Finding:
+    return Finding(finding.fraction, finding.evidence, notes + finding.missing) if notes else finding
 
 
 def double_fire_guard(doc: Document) -> re.Pattern[str]:
@@ -362,22 +366,24 @@ def replica_double_fire(doc: Document) -> Finding:
 
 def catch_up(doc: Document) -> Finding:
     units = _deep_dive_first(doc)
-    return combine([
+    policy_units, denied = _unless_denied(doc, "catch-up policy", units)
+    return _with_notes(denied, combine([
         (1 / 3, component(units, CATCH_UP, "nothing says what happens to fire times missed during downtime")),
-        (1 / 2, component(units, CATCH_UP, "catch-up is not exposed as a per-job policy", also=PER_JOB_POLICY)),
+        (1 / 2, component(policy_units, CATCH_UP, "catch-up is not exposed as a per-job policy", also=PER_JOB_POLICY)),
         (1 / 6, component(units, CATCH_UP, "the catch-up is not paced (thundering herd)", also=PACING)),
-    ])
+    ]))
 
 
 def tenant_isolation(doc: Document) -> Finding:
     units = doc.content_units()
-    return combine([
-        (1 / 3, component(units, TENANT_CAPS, "no per-tenant concurrency cap")),
+    cap_units, denied = _unless_denied(doc, "tenant caps", units)
+    return _with_notes(denied, combine([
+        (1 / 3, component(cap_units, TENANT_CAPS, "no per-tenant concurrency cap")),
         # Round-robin over index buckets or weighted partitions is fair to rows, not to tenants: the fairness has to
         # be said of whom it is fair between (tenants, customers, teams).
         (1 / 3, component(units, FAIR_QUEUING, "no fair queuing between tenants", also=pattern(rf"\b{TENANT}\b"))),
         (1 / 3, component(units, DURATION_POOLS, "no separate worker pools by expected duration")),
-    ])
+    ]))
 
 
 def proof_of_execution(doc: Document) -> Finding:

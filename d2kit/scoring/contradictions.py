@@ -83,11 +83,22 @@ def find(doc: Document) -> list[Contradiction]:
     return found
 
 
+# Policies a design may deny having ("there is no need for per-customer quotas", "no catch-up policy: ..."). Not
+# contradictions when also described: a v1 without caps and a later step that adds them is a plan, not two designs.
+POLICIES = (
+    Mechanism("tenant caps", "tenant_isolation",
+              pattern(r"(per[- ])?(tenant|customer|team|account)s?'? (concurrency )?(caps?|limits?|quotas?|maximums?)\b",
+                      r"\bconcurrency (caps?|limits?)\b")),
+    Mechanism("catch-up policy", "catch_up",
+              pattern(r"(catch[- ]?up|misfire|missed[- ]runs?) (policy|policies|settings?|options?|rules?)\b")),
+)
+
+
 def denials(doc: Document) -> dict[str, Evidence]:
     """The mechanisms the design says it does not have ("we deliberately have no lease"), each with the sentence that
     says so: what such a sentence denies earns nothing anywhere in the attempt, whatever other sentences describe."""
     found = {}
-    for mechanism in MECHANISMS:
+    for mechanism in MECHANISMS + POLICIES:
         denied = _used_and_denied(doc, mechanism)[1]
         if denied:
             found[mechanism.name] = denied
