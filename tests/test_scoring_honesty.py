@@ -864,3 +864,12 @@ def test_a_policy_the_design_denies_earns_nothing_from_another_sentence(check_id
     alone = _check(_section(6, described), check_id).points
     both_said = _check(_section(6, denial + " " + described), check_id)
     assert both_said.points < alone and any("says it has no" in m for m in both_said.missing), both_said.missing
+
+
+@pytest.mark.parametrize("absent", [
+    "Leases that expire are deliberately absent from this design.",
+    "Heartbeats and expiring leases are something we intentionally left out.",
+    "Nothing here uses a lease that expires; a worker owns its run until it reports.",
+])
+def test_absence_said_in_prose_is_a_denial(absent: str):
+    assert _check(_section(6, absent), "lease_fencing").points == 0

@@ -20,13 +20,17 @@ NEGATOR = re.compile(
     r"\b(no(?!\s+(two|other|more|later|sooner|matter|longer|earlier|less|one else)\b)|not(?!\s+only\b)|never|"
     r"without(?!\s+(a |any |successful |valid |its )*(heartbeat|renew|ack|response|reply|progress))|"
     r"nor|neither|instead of|rather than|cannot|(i|we) (have )?(rejected|ruled out|decided against|turned down)|"
+    # "nothing here uses a lease": nothing in the design has it
+    r"nothing( \w+)? (uses|has|needs|holds|takes|relies on)|"
     r"(do|does|did|is|are|was|were|ca|could|would|should|wo|have|has|need)n'?t)\b",
     re.I,
 )
 AFTER = re.compile(
     r"^[\w\s'-]{0,30}?(\*\*)?\s*[:\u2014\u2013(]\s*(was |were |is |are )?rejected\b|"
     r"^[\w\s'-]{0,30}?\b(not needed|unnecessary|not used|isn'?t used|(is|are) not (used|needed|required)|"
-    r"not required)\b",
+    r"not required)\b|"
+    # absence said in prose after the mechanism: "leases are deliberately absent", "... something we left out"
+    r"^[\w\s'-]{0,45}?\b(absent|left out|omitted|not part of (the|this|our) design)\b",
     re.I,
 )
 
