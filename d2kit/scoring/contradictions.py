@@ -94,14 +94,23 @@ POLICIES = (
 )
 
 
+# The documents last asked about, with their denials: every check of one score asks again (a Document is mutable,
+# so it cannot key an lru_cache).
+_RECENT: list[tuple[Document, dict[str, Evidence]]] = []
+
+
 def denials(doc: Document) -> dict[str, Evidence]:
     """The mechanisms the design says it does not have ("we deliberately have no lease"), each with the sentence that
     says so: what such a sentence denies earns nothing anywhere in the attempt, whatever other sentences describe."""
+    for seen, found in _RECENT:
+        if seen is doc:
+            return found
     found = {}
     for mechanism in MECHANISMS + POLICIES:
         denied = _used_and_denied(doc, mechanism)[1]
         if denied:
             found[mechanism.name] = denied
+    _RECENT[:] = [(doc, found), *_RECENT[:2]]
     return found
 
 
