@@ -87,6 +87,33 @@ def test_recorded_held_out_error_is_what_the_total_is_worth(tmp_path: Path):
     assert "| held-out | 2 | 2 |" in page and "| tuning |" in page
 
 
+LISTED = GOOD + """
+## 7. Failures
+
+- Worker dies: the lease expires on the database clock and the reaper retries with a new token.
+- Scheduler replica dies: another replica materialises the same fire time; the unique key refuses the second.
+- Database fails over: workers retry, and completions wait in memory until it is back.
+- A tenant floods the pool: its cap holds, others keep their share.
+- A clock jumps: only the database clock is compared.
+"""
+
+
+def test_the_held_out_half_records_how_far_apart_five_layouts_of_it_scored(tmp_path: Path):
+    for half in ("tuning", "heldout"):
+        _half(tmp_path, half, {"good.md": [0, 100], "listed.md": [0, 100]})
+        (tmp_path / half / "listed.md").write_text(LISTED, encoding="utf-8")
+    figures = measure_all(tmp_path)
+    assert figures["tuning"].layout_spread is None  # a test covers tuning; the figure is for what is never tuned on
+    spread = figures["heldout"].layout_spread
+    assert spread.attempts == 1 and spread.within_tolerance == 1 and spread.worst_spread <= 3  # good.md has no list
+    assert "held-out, same content in 5 layouts: 1 of 1 attempts with lists within 3 points" in "\n".join(
+        calibration.figures_lines(figures))
+    results = tmp_path / "results.json"
+    record(figures, results)
+    assert json.loads(results.read_text())["halves"]["heldout"]["layout_spread"]["attempts"] == 1
+    assert "The same held-out content in 5 layouts" in render_results_markdown(results)
+
+
 def test_score_calibration_command_prints_both_halves(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     from d2kit.cli import app
 

@@ -2,8 +2,9 @@
 
 Each half of rubric/calibration/ (tuning/, heldout/) holds attempts and a bands.yaml. For a half we
 report the attempts in band, the Spearman rank correlation with the band midpoints, and the mean and
-worst absolute error against those midpoints. ``--record`` writes the figures to results.json, which
-the rubric page renders and the score report reads for its "±N points" line.
+worst absolute error against those midpoints; for the held-out half also how far apart the same content scored
+in five layouts (layouts.py). ``--record`` writes the figures to results.json, which the rubric page renders and
+the score report reads for its "±N points" line.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from d2kit.scoring import layouts
 from d2kit.scoring.rubric import RUBRIC_DIR
 
 CALIBRATION_DIR = RUBRIC_DIR / "calibration"
@@ -52,6 +54,7 @@ class HalfFigures:
     mean_error: float
     worst_error: float
     results: tuple[AttemptResult, ...]
+    layout_spread: layouts.LayoutSpread | None = None  # measured on the held-out half only (tuning: a test does it)
 
     def summary(self) -> dict:
         figures = asdict(self)
@@ -88,11 +91,11 @@ def load_bands(half_dir: Path) -> dict[str, tuple[float, float]]:
     return {name: tuple(entry["band"]) for name, entry in attempts.items()}
 
 
-def measure(half_dir: Path) -> HalfFigures:
+def measure(half_dir: Path, with_layouts: bool = False) -> HalfFigures:
     from d2kit.scoring.scorer import score_file  # the scorer reads this module's results for its report
 
-    results = tuple(AttemptResult(name, score_file(half_dir / name).total, band)
-                    for name, band in sorted(load_bands(half_dir).items()))
+    bands = sorted(load_bands(half_dir).items())
+    results = tuple(AttemptResult(name, score_file(half_dir / name).total, band) for name, band in bands)
     errors = [r.error for r in results]
     return HalfFigures(
         half=half_dir.name,
@@ -102,6 +105,8 @@ def measure(half_dir: Path) -> HalfFigures:
         mean_error=round(sum(errors) / len(errors), 1),
         worst_error=round(max(errors), 1),
         results=results,
+        layout_spread=layouts.spread([(half_dir / name).read_text(encoding="utf-8") for name, _ in bands])
+        if with_layouts else None,
     )
 
 
@@ -114,7 +119,8 @@ def present_halves(root: Path | None = None) -> dict[str, Path]:
 
 def measure_all(root: Path | None = None) -> dict[str, HalfFigures | None]:
     present = present_halves(root)
-    return {half: measure(present[half]) if half in present else None for half in HALVES}
+    return {half: measure(present[half], with_layouts=half == "heldout") if half in present else None
+            for half in HALVES}
 
 
 def commit() -> str | None:
@@ -165,7 +171,15 @@ def figures_lines(figures: dict[str, HalfFigures | None]) -> list[str]:
             continue
         lines.append(f"{title}: {f.in_band} of {f.attempts} in band, Spearman ρ = {f.spearman_rho:.2f}, "
                      f"mean error {f.mean_error:g}, worst error {f.worst_error:g} (points against band midpoints)")
+        if f.layout_spread:
+            said = _spread_said(asdict(f.layout_spread))
+            lines.append(f"{title}, same content in {len(layouts.LAYOUTS)} layouts: {said}")
     return lines
+
+
+def _spread_said(spread: dict) -> str:
+    return (f"{spread['within_tolerance']} of {spread['attempts']} attempts with lists within {spread['tolerance']} "
+            f"points, worst spread {spread['worst_spread']:g}")
 
 
 def render_results_markdown(path: Path | None = None) -> str:
@@ -185,6 +199,11 @@ def render_results_markdown(path: Path | None = None) -> str:
         else:
             out.append(f"| {HALF_TITLES[half]} | {f['attempts']} | {f['in_band']} | {f['spearman_rho']:.2f} | "
                        f"{f['mean_error']:g} | {f['worst_error']:g} |")
+    spread = (results["halves"].get("heldout") or {}).get("layout_spread")
+    if spread:
+        out += ["", f"The same held-out content in {len(layouts.LAYOUTS)} layouts ({', '.join(layouts.LAYOUTS)}; "
+                "each list item rewritten mechanically, the words unchanged): "
+                f"{_spread_said(spread)}."]
     if results.get("history"):
         out += ["", "Retired held-out sets, each scored once and then folded into tuning "
                 "(`rubric/calibration/SPLIT.md` says why):", "",
