@@ -873,3 +873,10 @@ def test_a_policy_the_design_denies_earns_nothing_from_another_sentence(check_id
 ])
 def test_absence_said_in_prose_is_a_denial(absent: str):
     assert _check(_section(6, absent), "lease_fencing").points == 0
+
+
+def test_what_a_lease_holder_does_not_do_is_no_denial_of_the_lease():
+    held = _section(6, "A worker does not hold the lease past its expiry: it renews it every 10 s or loses it after "
+                       "30 s.") + _section(7, "- **Worker partitioned.** Its lease expires after 30 s by the database "
+                                             "clock.")
+    assert _check(held, "lease_fencing").points == 3

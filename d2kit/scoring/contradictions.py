@@ -39,10 +39,11 @@ MECHANISMS = (
 # token", and in prose: "we deliberately do not put a uniqueness constraint on (job, fire time)", "we chose not to
 # add a lease", "there is no need for a fencing token". Not "one lost packet never costs a lease": that denies a
 # loss, not the lease.
-DENIAL_BEFORE = re.compile(r"\b(no|without|(do|does|did|need)(n't| not)( need| use| have| require| put| add| keep| "
-                           r"want| hold| take)?|never (use|need|put|add|keep|hold|take)s?|not (need|use|require)s?|"
-                           r"(chose|choose|decided|opted) not to (use|have|add|keep|put|hold|take|need)|"
-                           r"no need for|nothing( \w+)? (uses|has|needs|holds))\s+((any|a|an|the|such)\s+)?$", re.I)
+# Not "does not hold the lease past its expiry": holding, keeping and taking are what a lease's holder does.
+DENIAL_BEFORE = re.compile(r"\b(no|without|(do|does|did|need)(n't| not)( need| use| have| require| put| add| want)?|"
+                           r"never (use|need|put|add)s?|not (need|use|require)s?|"
+                           r"(chose|choose|decided|opted) not to (use|have|add|put|need)|"
+                           r"no need for|nothing( \w+)? (uses|has|needs))\s+((any|a|an|the|such)\s+)?$", re.I)
 # The clause puts the mechanism to use, rather than naming it.
 USE = pattern(r"\bwe (use|rely on|keep|have|add|take|hold|run)\b", r"\b(uses|relies on|holds?|renews?|takes?|"
               r"tracks?|checks?|stores?|gets?|carries|carry|compares?)\b", r"\b(is|are) (used|kept|held|renewed|"

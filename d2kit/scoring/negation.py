@@ -21,7 +21,7 @@ NEGATOR = re.compile(
     r"without(?!\s+(a |any |successful |valid |its )*(heartbeat|renew|ack|response|reply|progress))|"
     r"nor|neither|instead of|rather than|cannot|(i|we) (have )?(rejected|ruled out|decided against|turned down)|"
     # "nothing here uses a lease": nothing in the design has it
-    r"nothing( \w+)? (uses|has|needs|holds|takes|relies on)|"
+    r"nothing( \w+)? (uses|has|needs|relies on)|"
     r"(do|does|did|is|are|was|were|ca|could|would|should|wo|have|has|need)n'?t)\b",
     re.I,
 )
