@@ -369,6 +369,19 @@ def test_a_wrong_derivation_earns_nothing_and_shows_the_right_value(wrong: str, 
     assert any("does not check out" in m and right_value in m for m in check.missing), check.missing
 
 
+@pytest.mark.parametrize(("written", "checks_out", "said"), [
+    ("Peak 833/s, so 833/s × 2 s = 0 in flight.", False, "should be about"),
+    ("3,000 updates/s × 86,400 s ≈ 0 dead tuples/day.", False, "the expression gives"),
+    ("10M jobs/day / 0 workers = 5 jobs per worker.", False, "divides by zero"),
+    ("0 jobs/day = 0/s.", True, ""),
+])
+def test_a_zero_in_a_derivation_is_judged_not_a_crash(written: str, checks_out: bool, said: str):
+    """A result of 0, or a division by 0, once ended `d2kit score` with a ZeroDivisionError from a ratio."""
+    found = calculations(parse(_section(2, written)))
+    assert [c.checks_out for c in found] == [checks_out] and said in found[0].correction
+    assert score_text(_section(2, written)).total >= 0
+
+
 def test_counts_that_nothing_shows_are_derived_are_not_a_derivation():
     assert not calculations(parse(_section(4, "jobs on 4 MySQL shards; partition = hash(job_id) % 256.")))
     assert calculations(parse(_section(2, "1M users, each with ~10 jobs = 10M jobs.")))  # 1M × 10, checked

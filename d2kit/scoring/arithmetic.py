@@ -207,10 +207,16 @@ def _joined_by_operator(text: str, left: Quantity, right: Quantity) -> str | Non
     return op.group(1).lower() if op else None
 
 
+class DividesByZero(ValueError):
+    """A written expression divides by zero ("10M jobs/day / 0 workers"): it derives nothing."""
+
+
 def _expression(text: str, qs: list[Quantity], first: int, last: int) -> pint.Quantity:
     value = qs[first].amount
     for index in range(first + 1, last + 1):
         op = _joined_by_operator(text, qs[index - 1], qs[index])
+        if op in DIVIDE and qs[index].amount.magnitude == 0:
+            raise DividesByZero(text[qs[first].start:qs[last].end])
         value = value / qs[index].amount if op in DIVIDE else value * qs[index].amount
     return value
 
@@ -291,6 +297,13 @@ def check_steps(text: str, qs: list[Quantity], rates: frozenset[pint.Quantity] =
     its expression gives ("830/s × 30 s = 25,000 locks/s"). Otherwise it is given the benefit. ``rates``
     are the rates the document states, for a number written here without its "/day" (stated_rates).
     """
+    try:
+        return _check_steps(text, qs, rates)
+    except DividesByZero as zero:
+        return Steps(False, f"{zero}: divides by zero", False)
+
+
+def _check_steps(text: str, qs: list[Quantity], rates: frozenset[pint.Quantity]) -> Steps:
     runs = _runs(text, qs)
     change = bool(CHANGE.search(text))
     verified = False
@@ -376,8 +389,8 @@ def _restates(value: pint.Quantity, target: pint.Quantity) -> bool:
     """``target`` can be what ``value`` comes to: the same dimension, or a total written per window ("/day")."""
     if target.dimensionless:
         return False
-    return value.dimensionality == target.dimensionality or \
-        (value / target).dimensionality == units().Quantity(1, "second").dimensionality
+    return value.dimensionality == target.dimensionality or (target.magnitude != 0 and (
+        (value / target).dimensionality == units().Quantity(1, "second").dimensionality))
 
 
 def _units_left_off(qs: list[Quantity], run: tuple[int, int]) -> bool:
@@ -399,7 +412,7 @@ def _rate_left_implicit(qs: list[Quantity], run: tuple[int, int], value: pint.Qu
         if not bare.dimensionless:
             continue
         for rate in rates:
-            if rate.magnitude == bare.magnitude:
+            if rate.magnitude == bare.magnitude != 0:
                 with_rate = value * (rate / bare)
                 if with_rate.dimensionality == target.dimensionality and \
                         _close(with_rate.to(target.units).magnitude, target.magnitude):
@@ -409,6 +422,8 @@ def _rate_left_implicit(qs: list[Quantity], run: tuple[int, int], value: pint.Qu
 
 def _per_window(qs: list[Quantity], run: tuple[int, int], value: pint.Quantity, target: pint.Quantity) -> bool:
     """"3,000 updates/s × 86,400 s ≈ 260M dead tuples/day": the result over a window, written per that window."""
+    if target.magnitude == 0:
+        return False
     ratio = value / target
     for index in range(run[0], run[1] + 1):
         window = qs[index].amount
@@ -451,7 +466,8 @@ def _sum_of_earlier(text: str, qs: list[Quantity], earlier: list[tuple[int, int]
 def _through_one_more(left: pint.Quantity, right: Quantity, others: list[pint.Quantity]) -> tuple[bool, str]:
     """Whether ``left`` ⇒ ``right`` holds through one other number of the sentence."""
     target = right.amount
-    candidates = [c for o in others for c in (left * o, left / o, o / left)]
+    candidates = [left * o for o in others] + [left / o for o in others if o.magnitude != 0] + \
+        ([o / left for o in others] if left.magnitude != 0 else [])
     comparable = [c for c in candidates if c.dimensionality == target.dimensionality]
     if any(_close(c.to(target.units).magnitude, target.magnitude) for c in comparable):
         return True, ""
@@ -505,7 +521,8 @@ def _same_figure(a: pint.Quantity, b: pint.Quantity) -> bool:
     coincidence)."""
     if a.dimensionality == b.dimensionality:
         return b.magnitude != 0 and abs(a.to(b.units).magnitude / b.magnitude - 1) < 0.01
-    return (a.dimensionless or b.dimensionless) and a.magnitude >= 100 and abs(a.magnitude / b.magnitude - 1) < 0.01
+    return (a.dimensionless or b.dimensionless) and a.magnitude >= 100 and b.magnitude != 0 and \
+        abs(a.magnitude / b.magnitude - 1) < 0.01
 
 
 def calculations(doc: Document) -> list[Calculation]:
