@@ -840,7 +840,8 @@ def test_whichever_copy_writes_last_winning_is_re_dispatch_without_a_token():
 
 
 def test_a_leader_that_pauses_its_own_work_is_not_a_word_on_a_deposed_leader():
-    only_leader = _section(6, "Only the leader runs the due-job scan; when Postgres is down the leader pauses scanning.")
+    only_leader = _section(6, "Only the leader runs the due-job scan; when Postgres is down the leader pauses "
+                              "scanning.")
     assert any(m.startswith("wrong answer") for m in _check(only_leader, "replica_double_fire").missing)
 
 

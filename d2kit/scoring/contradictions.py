@@ -88,7 +88,8 @@ def find(doc: Document) -> list[Contradiction]:
 # contradictions when also described: a v1 without caps and a later step that adds them is a plan, not two designs.
 POLICIES = (
     Mechanism("tenant caps", "tenant_isolation",
-              pattern(r"(per[- ])?(tenant|customer|team|account)s?'? (concurrency )?(caps?|limits?|quotas?|maximums?)\b",
+              pattern(r"(per[- ])?(tenant|customer|team|account)s?'? (concurrency )?"
+                      r"(caps?|limits?|quotas?|maximums?)\b",
                       r"\bconcurrency (caps?|limits?)\b")),
     Mechanism("catch-up policy", "catch_up",
               pattern(r"(catch[- ]?up|misfire|missed[- ]runs?) (policy|policies|settings?|options?|rules?)\b")),
