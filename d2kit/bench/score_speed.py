@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from d2kit.scoring import calibration
-from d2kit.scoring.calibration import CALIBRATION_DIR
 
 WORDS = 1_500
 GOAL_SECONDS = 2.0
-RESULTS_PATH = CALIBRATION_DIR / "score-speed.json"
+RESULTS_PATH = calibration.CALIBRATION_DIR / "score-speed.json"
 
 
-def attempts_near(words: int = WORDS, count: int = 2, half: Path = CALIBRATION_DIR / "tuning") -> list[Path]:
+def attempts_near(words: int = WORDS, count: int = 2,
+                  half: Path = calibration.CALIBRATION_DIR / "tuning") -> list[Path]:
     """The ``count`` tuning attempts whose length is nearest ``words``."""
     length = {path: len(path.read_text(encoding="utf-8").split()) for path in half.glob("*.md")}
     return sorted(sorted(length), key=lambda path: abs(length[path] - words))[:count]

@@ -305,8 +305,9 @@ def _unless_denied(doc: Document, mechanism: str, units: list[Unit]) -> tuple[li
 
 
 def lease_fencing(doc: Document) -> Finding:
-    lease_units, lease_denied = _unless_denied(doc, "leases", _designed(doc))
-    units, token_denied = _unless_denied(doc, "fencing tokens", _designed(doc))
+    designed = _designed(doc)
+    lease_units, lease_denied = _unless_denied(doc, "leases", designed)
+    units, token_denied = _unless_denied(doc, "fencing tokens", designed)
     finding = combine([
         (3 / 8, component(lease_units, LEASE, "no worker lease or heartbeat that expires", also=LIVENESS)),
         (2 / 8, component(units, FENCING, "no fencing token per attempt")),

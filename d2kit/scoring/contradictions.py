@@ -96,24 +96,13 @@ POLICIES = (
 )
 
 
-# The documents last asked about, with their denials: every check of one score asks again (a Document is mutable,
-# so it cannot key an lru_cache).
-_RECENT: list[tuple[Document, dict[str, Evidence]]] = []
-
-
 def denials(doc: Document) -> dict[str, Evidence]:
     """The mechanisms the design says it does not have ("we deliberately have no lease"), each with the sentence that
     says so: what such a sentence denies earns nothing anywhere in the attempt, whatever other sentences describe."""
-    for seen, found in _RECENT:
-        if seen is doc:
-            return found
-    found = {}
-    for mechanism in MECHANISMS + POLICIES:
-        denied = _used_and_denied(doc, mechanism)[1]
-        if denied:
-            found[mechanism.name] = denied
-    _RECENT[:] = [(doc, found), *_RECENT[:2]]
-    return found
+    if "denials" not in doc.derived:  # every check of one score asks: worked out once per document
+        doc.derived["denials"] = {mechanism.name: denied for mechanism in MECHANISMS + POLICIES
+                                  if (denied := _used_and_denied(doc, mechanism)[1])}
+    return doc.derived["denials"]
 
 
 # "no lease timer can catch a pause": a claim about what the mechanism can do, not a denial that it exists.

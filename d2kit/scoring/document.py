@@ -150,6 +150,9 @@ class Document:
     units: list[Unit]
     sections: dict[int, SectionText]
     code_blocks: list[CodeBlock]
+    # What a scorer module worked out once for the whole document and every check asks for again (e.g. the
+    # mechanisms it denies, contradictions.denials): kept with the document, so it goes when the document does.
+    derived: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     def content_units(self) -> list[Unit]:
         return [u for u in self.units if u.kind != "heading"]
