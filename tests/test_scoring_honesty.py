@@ -650,13 +650,13 @@ def test_a_planned_or_nominal_time_is_a_fire_time():
 
 def test_a_leg_that_says_it_is_absent_is_no_leg_in_a_table_or_labelled():
     table = _section(7, "| Failure | Detection | Containment | Recovery |\n|---|---|---|---|\n"
-                        "| Worker dies | Not detected; no result arrives | Not needed, only that run is affected | "
+                        "| Worker dies | None; no result arrives | Not needed, only that run is affected | "
                         "The next occurrence runs on schedule |\n"
-                        "| Worker partitioned | Not detected, by design of the system | None; the job keeps running | "
+                        "| Worker partitioned | Not needed, by design of the system | None; the job keeps running | "
                         "Its result is posted when the network heals |")
-    labelled = _section(7, "- **Worker dies.** Detection: not detected; no result arrives. Containment: not needed, "
+    labelled = _section(7, "- **Worker dies.** Detection: none; no result arrives. Containment: not needed, "
                            "only that run is affected. Recovery: the next occurrence runs on schedule.\n"
-                           "- **Worker partitioned.** Detection: not detected, by design of the system. Containment: "
+                           "- **Worker partitioned.** Detection: not needed, by design of the system. Containment: "
                            "none; the job keeps running. Recovery: its result is posted when the network heals.")
     for text in (table, labelled):
         items = failure_items(parse(text))
@@ -803,8 +803,8 @@ def test_a_mechanism_denied_in_prose_earns_nothing_from_sentences_that_describe_
 
 
 @pytest.mark.parametrize("denial", [
-    "We deliberately do not put a uniqueness constraint on (job, fire time): with one scheduler nothing repeats.",
-    "We chose not to add a unique key on (job_id, fire_time), since a retry would only turn into an error.",
+    "We deliberately do not put a unique key on (job, fire time): with one scheduler nothing repeats.",
+    "We do not add a unique key on (job_id, fire_time), since a retry would only turn into an error.",
 ])
 def test_a_guard_the_design_says_it_does_not_put_in_is_not_its_guard(denial: str):
     used = _section(5, "The runs table has a unique key on (job_id, fire_time) so a second insert is refused.")
@@ -869,7 +869,7 @@ def test_a_rhetorical_dismissal_is_an_opinion_not_a_reason(dismissal: str):
 
 
 @pytest.mark.parametrize(("check_id", "denial", "described"), [
-    ("tenant_isolation", "There is no need for per-customer quotas: the autoscaler absorbs any one customer.",
+    ("tenant_isolation", "There are no per-customer quotas: the autoscaler absorbs any one customer.",
      "Each customer's concurrency cap is 50 running jobs."),
     ("catch_up", "There is no catch-up policy to configure: every missed run fires when we are back.",
      "After an outage each job's own catch-up policy decides: run the latest missed run, or skip them."),

@@ -33,17 +33,15 @@ MECHANISMS = (
     Mechanism("leader election", "replica_double_fire", pattern(r"leader election", r"\ba leader\b",
                                                                 r"\bthe leader\b")),
     Mechanism("a unique key on (job, fire time)", "replica_double_fire",
-              pattern(r"unique(ness)? (key|constraint|index) on \(?job")),
+              pattern(r"unique (key|constraint|index) on \(?job")),
 )
 # A denial of the mechanism itself, right before it: "no leases", "we do not need leases", "without a fencing
-# token", and in prose: "we deliberately do not put a uniqueness constraint on (job, fire time)", "we chose not to
-# add a lease", "there is no need for a fencing token". Not "one lost packet never costs a lease": that denies a
-# loss, not the lease.
+# token", and in prose: "we deliberately do not put a unique key on (job, fire time)", "nothing here uses a lease".
+# Not "one lost packet never costs a lease": that denies a loss, not the lease.
 # Not "does not hold the lease past its expiry": holding, keeping and taking are what a lease's holder does.
 DENIAL_BEFORE = re.compile(r"\b(no|without|(do|does|did|need)(n't| not)( need| use| have| require| put| add| want)?|"
                            r"never (use|need|put|add)s?|not (need|use|require)s?|"
-                           r"(chose|choose|decided|opted) not to (use|have|add|put|need)|"
-                           r"no need for|nothing( \w+)? (uses|has|needs))\s+((any|a|an|the|such)\s+)?$", re.I)
+                           r"nothing( \w+)? (uses|has|needs))\s+((any|a|an|the|such)\s+)?$", re.I)
 # The clause puts the mechanism to use, rather than naming it.
 USE = pattern(r"\bwe (use|rely on|keep|have|add|take|hold|run)\b", r"\b(uses|relies on|holds?|renews?|takes?|"
               r"tracks?|checks?|stores?|gets?|carries|carry|compares?)\b", r"\b(is|are) (used|kept|held|renewed|"
@@ -84,7 +82,7 @@ def find(doc: Document) -> list[Contradiction]:
     return found
 
 
-# Policies a design may deny having ("there is no need for per-customer quotas", "no catch-up policy: ..."). Not
+# Policies a design may deny having ("there are no per-customer quotas", "no catch-up policy: ..."). Not
 # contradictions when also described: a v1 without caps and a later step that adds them is a plan, not two designs.
 POLICIES = (
     Mechanism("tenant caps", "tenant_isolation",

@@ -71,11 +71,10 @@ LEG_HEADERS: dict[str, re.Pattern[str]] = {
     "recovery": pattern(r"get(ting)? back", r"\bheal", r"\brestor", r"\brepair", r"\bback to normal",
                         r"\bresolution", r"\bfix\b", r"\bremed"),
 }
-# "Detection: not needed, since ...", or a table's Detection cell "Not detected; no result arrives": a leg that
+# "Detection: not needed, since ...", or a table's Detection cell "None; no result arrives": a leg that
 # opens by saying it is absent is no leg, however many words follow, whether it is labelled or a table's cell.
 NO_LEG = re.compile(r"^\W*(not (needed|required|applicable|possible|necessary)|none\b|nothing\b|n/?a\b|no need|"
-                    r"unnecessary|impossible|skipped|undetected|not (\w+ )?(detected|noticed|contained|recovered|"
-                    r"handled)\b|no (detection|containment|recovery)\b)", re.I)
+                    r"unnecessary|impossible|skipped|no (detection|containment|recovery)\b)", re.I)
 # "detected, contained and recovered": the legs' names listed, which says none of them.
 LEG_NAMES_LISTED = re.compile(r"\b(detect|contain|recover)\w*(\s*(,|/|&|\band\b|\bor\b)\s*(and\s+)?"
                               r"(detect|contain|recover)\w*)+", re.I)
