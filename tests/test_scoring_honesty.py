@@ -627,6 +627,34 @@ def test_a_time_bound_is_not_containment():
     assert failure_items(parse(timed))[0].missing_legs() == ["containment"]
 
 
+def test_the_blast_radius_and_a_new_try_said_plainly_are_legs():
+    plain = _section(7, "- Worker box dies: noticed when its claim runs out by the database clock; only that box's "
+                        "runs are affected; the cleaner starts a new try on another box.\n"
+                        "- Planner freezes: noticed when its session runs out after 6 s; the old planner's writes "
+                        "fail once the new owner has written its number; its shards are reassigned to the others.\n"
+                        "- A database cluster fails over: noticed by health checks in 10 s; only its shards stall "
+                        "and the other clusters are unaffected; the standby is promoted.")
+    items = failure_items(parse(plain))
+    assert [i.complete for i in items] == [True, True, True], [(i.title, i.missing_legs()) for i in items]
+
+
+def test_a_column_whose_heading_names_no_leg_is_read_as_sentences_are():
+    """"How we limit damage" names no leg the headings know; its cell still says what contains the failure."""
+    table = _section(7, "| Failure | How we notice | How we limit damage | How we get back |\n|---|---|---|---|\n"
+                        "| Worker cut off but still running | Its check-ins stop for 30 s | Its writes carry the old "
+                        "attempt number and are refused by the store | A new attempt runs on another box |")
+    items = failure_items(parse(table))
+    assert len(items) == 1 and items[0].complete, [(i.title, i.missing_legs()) for i in items]
+
+
+@pytest.mark.parametrize("order", [
+    "each take writes the shard's owner number, and the store refuses a write carrying an older one",
+    "a retried run gets a new attempt number, always bigger than the last, and the sink checks it",
+])
+def test_an_owner_number_or_a_bigger_attempt_number_is_a_fencing_token(order: str):
+    assert FENCING.search(order)
+
+
 def test_a_double_fire_mechanism_without_its_failure_profile_is_partial():
     named = _section(6, "Three scheduler replicas insert runs with a unique key on (job_id, fire_at).")
     reasoned = _section(6, "Three scheduler replicas insert runs with a unique key on (job_id, fire_at), chosen over "
