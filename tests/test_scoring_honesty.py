@@ -369,6 +369,24 @@ def test_a_wrong_derivation_earns_nothing_and_shows_the_right_value(wrong: str, 
     assert any("does not check out" in m and right_value in m for m in check.missing), check.missing
 
 
+def _paced_catch_up(rate: str, size: str, clear: str) -> str:
+    return (_section(2, f"- Peak: 50,000 executions/minute / 60 = {rate} executions/s.\n"
+                        f"- Storage: 10M jobs × 1 KB = {size}.")
+            + _section(6, "Missed runs follow each job's misfire policy: skip with a recorded reason, run the latest "
+                          "only, or run all. After an outage the backlog is admitted at 500 runs/s, so 40,000 late "
+                          f"runs clear in {clear} seconds."))
+
+
+def test_when_most_derivations_are_wrong_a_wrong_one_earns_nothing_anywhere():
+    """The pacing sentence's own derivation is wrong (80 s, not 8): in arithmetic that is otherwise right it costs
+    the calculation only; when most derivations are wrong, it is no evidence of a paced catch-up either."""
+    one_slip, mostly_wrong = _paced_catch_up("833", "10 GB", "8"), _paced_catch_up("8,300", "10 TB", "8")
+    assert _check(one_slip, "catch_up").points == 3
+    wrong = _check(mostly_wrong, "catch_up")
+    assert wrong.points < 3 and "the catch-up is not paced (thundering herd)" in wrong.missing, wrong.missing
+    assert len(_check(mostly_wrong, "calculations").missing) == 4  # the arithmetic check still shows all three
+
+
 @pytest.mark.parametrize(("written", "checks_out", "said"), [
     ("Peak 833/s, so 833/s × 2 s = 0 in flight.", False, "should be about"),
     ("3,000 updates/s × 86,400 s ≈ 0 dead tuples/day.", False, "the expression gives"),
