@@ -656,6 +656,13 @@ def test_the_blast_radius_and_a_new_try_said_plainly_are_legs():
     assert [i.complete for i in items] == [True, True, True], [(i.title, i.missing_legs()) for i in items]
 
 
+def test_a_claim_that_lapses_is_noticed_and_a_republished_run_is_recovered():
+    terse = _section(7, "- Ticker dies: its owner lease lapses after 10 s, and the new owner's epoch makes its late "
+                        "writes stale; the reaper re-publishes its due runs.")
+    items = failure_items(parse(terse))
+    assert len(items) == 1 and items[0].complete, [(i.title, i.missing_legs()) for i in items]
+
+
 def test_a_column_whose_heading_names_no_leg_is_read_as_sentences_are():
     """"How we limit damage" names no leg the headings know; its cell still says what contains the failure."""
     table = _section(7, "| Failure | How we notice | How we limit damage | How we get back |\n|---|---|---|---|\n"

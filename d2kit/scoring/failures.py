@@ -28,6 +28,7 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"\bconnection (drops|errors?|refused|lost)", r"\bsees?\b", r"\bfinds?\b", r"\bobserv", r"\bdashboard",
         r"\bliveness\b", r"\bstops? (renewing|heartbeating|responding|answering)", r"\bunreachable\b",
         r"\bseen (as|through|in|by|from|when)\b",
+        r"\b(lease|claim|session|lock)s?\b.{0,30}\b(lapses?|lapsed|runs? out|ran out)",  # "its claim runs out"
         r"\bsame detection\b", r"\bdetection (is )?(as above|the same)\b",  # the failure before's, by reference
     ),
     "containment": pattern(
@@ -62,6 +63,7 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"owner|leader|machine|host|process)s? (takes?|claims?|picks?|runs?|receives?|gets?|plans?|handles?)\b",
         r"\b(the |a )?(new|next|fresh|retried) (\w+ )?(attempt|copy|run|execution)s? (finish|complet|succeed|runs? to)",
         r"\bstarts? (a )?(new|fresh|another) (try|attempt|run|copy)", r"\breassign",
+        r"\bre-?(produc|publish|enqueu|submit)",
     ),
 }
 # "Containment: ..." or, in a sentence, "containment is that only its runs are affected".
