@@ -942,6 +942,14 @@ def test_absence_said_in_prose_is_a_denial(absent: str):
     assert _check(_section(6, absent), "lease_fencing").points == 0
 
 
+def test_a_mechanism_labelled_not_needed_is_denied_in_a_label_or_a_table_row():
+    described = "Every worker's lease expires after 30 s unless it renews it every 10 s."
+    for denial in ("Lease: not needed, since a job is never taken away from a worker.",
+                   "| Concern | Design |\n|---|---|\n| Lease | Not used: a job is never taken away from a worker. |"):
+        check = _check(_section(6, denial) + _section(6, described), "lease_fencing")
+        assert check.points == 0 and any("says it has no leases" in m for m in check.missing), (denial, check.missing)
+
+
 def test_what_a_lease_holder_does_not_do_is_no_denial_of_the_lease():
     held = _section(6, "A worker does not hold the lease past its expiry: it renews it every 10 s or loses it after "
                        "30 s.") + _section(7, "- **Worker partitioned.** Its lease expires after 30 s by the database "
