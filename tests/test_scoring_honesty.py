@@ -369,6 +369,24 @@ def test_a_wrong_derivation_earns_nothing_and_shows_the_right_value(wrong: str, 
     assert any("does not check out" in m and right_value in m for m in check.missing), check.missing
 
 
+def _paced_catch_up(rate: str, size: str, clear: str) -> str:
+    return (_section(2, f"- Peak: 50,000 executions/minute / 60 = {rate} executions/s.\n"
+                        f"- Storage: 10M jobs × 1 KB = {size}.")
+            + _section(6, "Missed runs follow each job's misfire policy: skip with a recorded reason, run the latest "
+                          "only, or run all. After an outage the backlog is admitted at 500 runs/s, so 40,000 late "
+                          f"runs clear in {clear} seconds."))
+
+
+def test_when_most_derivations_are_wrong_a_wrong_one_earns_nothing_anywhere():
+    """The pacing sentence's own derivation is wrong (80 s, not 8): in arithmetic that is otherwise right it costs
+    the calculation only; when most derivations are wrong, it is no evidence of a paced catch-up either."""
+    one_slip, mostly_wrong = _paced_catch_up("833", "10 GB", "8"), _paced_catch_up("8,300", "10 TB", "8")
+    assert _check(one_slip, "catch_up").points == 3
+    wrong = _check(mostly_wrong, "catch_up")
+    assert wrong.points < 3 and "the catch-up is not paced (thundering herd)" in wrong.missing, wrong.missing
+    assert len(_check(mostly_wrong, "calculations").missing) == 4  # the arithmetic check still shows all three
+
+
 @pytest.mark.parametrize(("written", "checks_out", "said"), [
     ("Peak 833/s, so 833/s × 2 s = 0 in flight.", False, "should be about"),
     ("3,000 updates/s × 86,400 s ≈ 0 dead tuples/day.", False, "the expression gives"),
@@ -625,6 +643,41 @@ def test_a_time_bound_is_not_containment():
     timed = _section(7, "- **Worker crashes.** Its heartbeats stop, so after at most 60 s the lease expires and the "
                         "reaper notices; the reaper puts the execution back to pending.")
     assert failure_items(parse(timed))[0].missing_legs() == ["containment"]
+
+
+def test_the_blast_radius_and_a_new_try_said_plainly_are_legs():
+    plain = _section(7, "- Worker box dies: noticed when its claim runs out by the database clock; only that box's "
+                        "runs are affected; the cleaner starts a new try on another box.\n"
+                        "- Planner freezes: noticed when its session runs out after 6 s; the old planner's writes "
+                        "fail once the new owner has written its number; its shards are reassigned to the others.\n"
+                        "- A database cluster fails over: noticed by health checks in 10 s; only its shards stall "
+                        "and the other clusters are unaffected; the standby is promoted.")
+    items = failure_items(parse(plain))
+    assert [i.complete for i in items] == [True, True, True], [(i.title, i.missing_legs()) for i in items]
+
+
+def test_a_claim_that_lapses_is_noticed_and_a_republished_run_is_recovered():
+    terse = _section(7, "- Ticker dies: its owner lease lapses after 10 s, and the new owner's epoch makes its late "
+                        "writes stale; the reaper re-publishes its due runs.")
+    items = failure_items(parse(terse))
+    assert len(items) == 1 and items[0].complete, [(i.title, i.missing_legs()) for i in items]
+
+
+def test_a_column_whose_heading_names_no_leg_is_read_as_sentences_are():
+    """"How we limit damage" names no leg the headings know; its cell still says what contains the failure."""
+    table = _section(7, "| Failure | How we notice | How we limit damage | How we get back |\n|---|---|---|---|\n"
+                        "| Worker cut off but still running | Its check-ins stop for 30 s | Its writes carry the old "
+                        "attempt number and are refused by the store | A new attempt runs on another box |")
+    items = failure_items(parse(table))
+    assert len(items) == 1 and items[0].complete, [(i.title, i.missing_legs()) for i in items]
+
+
+@pytest.mark.parametrize("order", [
+    "each take writes the shard's owner number, and the store refuses a write carrying an older one",
+    "a retried run gets a new attempt number, always bigger than the last, and the sink checks it",
+])
+def test_an_owner_number_or_a_bigger_attempt_number_is_a_fencing_token(order: str):
+    assert FENCING.search(order)
 
 
 def test_a_double_fire_mechanism_without_its_failure_profile_is_partial():
@@ -887,6 +940,14 @@ def test_a_policy_the_design_denies_earns_nothing_from_another_sentence(check_id
 ])
 def test_absence_said_in_prose_is_a_denial(absent: str):
     assert _check(_section(6, absent), "lease_fencing").points == 0
+
+
+def test_a_mechanism_labelled_not_needed_is_denied_in_a_label_or_a_table_row():
+    described = "Every worker's lease expires after 30 s unless it renews it every 10 s."
+    for denial in ("Lease: not needed, since a job is never taken away from a worker.",
+                   "| Concern | Design |\n|---|---|\n| Lease | Not used: a job is never taken away from a worker. |"):
+        check = _check(_section(6, denial) + _section(6, described), "lease_fencing")
+        assert check.points == 0 and any("says it has no leases" in m for m in check.missing), (denial, check.missing)
 
 
 def test_what_a_lease_holder_does_not_do_is_no_denial_of_the_lease():

@@ -154,6 +154,7 @@ class Calculation:
     dimensions: frozenset[str]
     checks_out: bool
     correction: str = ""  # for a wrong step: what it should have been
+    sentence: str = ""  # whole, as read (the evidence may be shortened)
 
 
 def quantities(text: str) -> list[Quantity]:
@@ -553,17 +554,26 @@ def calculations(doc: Document) -> list[Calculation]:
             wrong = qs[wrong_at]
             wrong_figures.append((wrong.amount, sentence[wrong.start:wrong.end].strip(), line_of(wrong.start)))
         dims = frozenset(name for name, p in DIMENSIONS.items() if p.search(sentence))
-        found.append(Calculation(Evidence.quote(line_of(derived.start), sentence), dims, ok, correction))
+        found.append(Calculation(Evidence.quote(line_of(derived.start), sentence), dims, ok, correction, sentence))
     return found
 
 
-def mostly_wrong(doc: Document) -> str:
-    """Why the attempt's numbers are no evidence, when most of its derivations are wrong; else ""."""
-    found = calculations(doc)
+def mostly_wrong(doc: Document, found: list[Calculation] | None = None) -> str:
+    """Why the attempt's numbers are no evidence, when most of its derivations (``found``) are wrong; else ""."""
+    found = calculations(doc) if found is None else found
     wrong = sum(not c.checks_out for c in found)
     if wrong >= MOSTLY_WRONG and wrong > len(found) - wrong:
         return f"{wrong} of its {len(found)} derivations do not check out, so its other figures are no estimate"
     return ""
+
+
+def is_wrong_step_of_mostly_wrong(doc: Document) -> Callable[[str], bool]:
+    """Whether a sentence holds a derivation that does not check out, in an attempt whose derivations are mostly
+    wrong: such a sentence earns nothing in any check (the arithmetic checks still read it, to show the right value).
+    One slip in arithmetic that is otherwise right is charged to the calculations alone."""
+    found = calculations(doc)
+    wrong = [" ".join(c.sentence.split()) for c in found if not c.checks_out] if mostly_wrong(doc, found) else []
+    return lambda sentence: bool(words := " ".join(sentence.split())) and any(words in w for w in wrong)
 
 
 def stated_quantities(units: list[Unit]) -> list[tuple[Unit, str]]:

@@ -67,7 +67,7 @@ LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[
                 r"\bholds?\b.{0,30}\b(runs? out|expir\w*|times? out|lapses?)")
 LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
-FENCE_NUMBER = (r"(fenc(e|ing)|epoch|generation|version|ticket|sequence|lease|attempt|claim|ownership|delivery|"
+FENCE_NUMBER = (r"(fenc(e|ing)|epoch|generation|version|ticket|sequence|lease|attempt|claim|owner(ship)?|delivery|"
                 r"receive|term|token)")
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
@@ -79,7 +79,7 @@ FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token
                   # ticket, sequence, generation or lease number (SQS's receive count, ZooKeeper's zxid). Not any
                   # '<noun> count': "the retry count is incremented" counts retries, it fences nothing.
                   rf"\b{FENCE_NUMBER}[_ ](number|no|num|count|counter|version)\b(?! of)"
-                  r".{0,80}\b(higher|greater|highest|increment|bump|older|lower|stale)",
+                  r".{0,80}\b(higher|greater|highest|bigger|larger|newer|increment|bump|older|lower|stale)",
                   r"\bzxid",
                   # what each take adds one to: a number or version is an order ("the run's turn number"); a
                   # count or counter tallies ("increments the retry counter") unless it is a fencing noun's.

@@ -28,6 +28,7 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"\bconnection (drops|errors?|refused|lost)", r"\bsees?\b", r"\bfinds?\b", r"\bobserv", r"\bdashboard",
         r"\bliveness\b", r"\bstops? (renewing|heartbeating|responding|answering)", r"\bunreachable\b",
         r"\bseen (as|through|in|by|from|when)\b",
+        r"\b(lease|claim|session|lock)s?\b.{0,30}\b(lapses?|lapsed|runs? out|ran out)",  # "its claim runs out"
         r"\bsame detection\b", r"\bdetection (is )?(as above|the same)\b",  # the failure before's, by reference
     ),
     "containment": pattern(
@@ -40,6 +41,12 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"\bblock(s|ed)?\b", r"\bdrain", r"\bsuspend", r"\bshed", r"\bnever\b", r"\bguard", r"\bunique\b",
         r"\bno[- ]op\b", r"\bloses? (its|the) (lease|claim)", r"\bgives? up\b", r"\bbuffer", r"\bignor(e|es|ed)\b",
         r"\bdiscard", r"\b(one|a single|the same) transaction\b", r"\batomic", r"\bdamage (is )?(only|limited)",
+        # The blast radius said plainly: "only that box's runs are affected", "the others are unaffected", and the
+        # stale writer's "writes fail".
+        r"\b(is|are|stays?|remains?|keeps?) (\w+ )?unaffected\b",
+        r"\bonly (that|this|its|their|the|one)\b[^.;|]{0,40}\b(is|are) affected\b",
+        r"\bonly (that|this|its|their|one)\b[^.;|]{0,40}\b(stall|stop|slow)",
+        r"\b(old|stale|zombie|previous|deposed)\b[^.;|]{0,30}\bwrites? fail",
     ),
     "recovery": pattern(
         r"\brecover(s|ed)?\b", r"\bre-?dispatch", r"\bre-?queue", r"\bre-?schedul", r"\bretr(y|ies|ied)\b",
@@ -55,6 +62,8 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"\b(another|other|a new|the next) (\w+ )?(worker|runner|consumer|node|replica|planner|scheduler|instance|"
         r"owner|leader|machine|host|process)s? (takes?|claims?|picks?|runs?|receives?|gets?|plans?|handles?)\b",
         r"\b(the |a )?(new|next|fresh|retried) (\w+ )?(attempt|copy|run|execution)s? (finish|complet|succeed|runs? to)",
+        r"\bstarts? (a )?(new|fresh|another) (try|attempt|run|copy)", r"\breassign",
+        r"\bre-?(produc|publish|enqueu|submit)",
     ),
 }
 # "Containment: ..." or, in a sentence, "containment is that only its runs are affected".
@@ -148,6 +157,12 @@ def _legs_in_unit(unit: Unit, found: dict[str, Evidence]) -> None:
         for leg, cell in zip(header_legs, unit.cells, strict=False):
             if leg and word_count(cell) >= 3 and not NO_LEG.match(cell):
                 found.setdefault(leg, Evidence.quote(unit.first_line, cell))
+        # A column whose heading names no leg ("Handling", "How we limit damage") is read as sentences are,
+        # for the legs no heading names: the same words score the same in a cell as in a paragraph.
+        unnamed = [leg for leg in LEGS if leg not in header_legs]
+        for leg, cell in list(zip(header_legs, unit.cells, strict=False))[1:]:
+            if leg is None and not NO_LEG.match(cell):
+                _legs_in_sentences(unit, cell, unnamed, found)
         return
     text = unit.text
     labels = list(LABEL.finditer(text))
@@ -160,12 +175,17 @@ def _legs_in_unit(unit: Unit, found: dict[str, Evidence]) -> None:
             if word_count(leg_text) >= MIN_LEG_WORDS and not NO_LEG.match(leg_text):
                 found.setdefault(_leg_of(label.group(1)), Evidence.of(unit, re.compile(re.escape(label.group(1)))))
             continue
-        for _, sentence in sentences(LEG_NAMES_LISTED.sub(" ", segment)):
-            if word_count(sentence) < MIN_SENTENCE_WORDS or is_question(sentence):
-                continue
-            for leg, leg_pattern in LEGS.items():
-                if leg not in found and affirmed(leg_pattern, sentence):  # "cannot take over" recovers nothing
-                    found[leg] = Evidence.of(unit, leg_pattern)
+        _legs_in_sentences(unit, segment, list(LEGS), found)
+
+
+def _legs_in_sentences(unit: Unit, text: str, legs: list[str], found: dict[str, Evidence]) -> None:
+    """The ``legs`` that ``text``'s sentences say they do, not by label."""
+    for _, sentence in sentences(LEG_NAMES_LISTED.sub(" ", text)):
+        if word_count(sentence) < MIN_SENTENCE_WORDS or is_question(sentence):
+            continue
+        for leg in legs:
+            if leg not in found and affirmed(LEGS[leg], sentence):  # "cannot take over" recovers nothing
+                found[leg] = Evidence.of(unit, LEGS[leg])
 
 
 def _analyse(item: Item) -> FailureItem:

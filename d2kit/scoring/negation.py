@@ -27,8 +27,9 @@ NEGATOR = re.compile(
 )
 AFTER = re.compile(
     r"^[\w\s'-]{0,30}?(\*\*)?\s*[:\u2014\u2013(]\s*(was |were |is |are )?rejected\b|"
-    r"^[\w\s'-]{0,30}?\b(not needed|unnecessary|not used|isn'?t used|(is|are) not (used|needed|required)|"
-    r"not required)\b|"
+    # "Fencing is not needed", and as a label or a table row says it: "Fencing: not needed", "| Lease | Not used |"
+    r"^[\w\s'-]{0,30}?((\*\*)?\s*[:|\u2014\u2013]\s*)?\b(not needed|unnecessary|not used|isn'?t used|"
+    r"(is|are) not (used|needed|required)|not required)\b|"
     # absence said in prose after the mechanism: "leases are deliberately absent", "... something we left out"
     r"^[\w\s'-]{0,45}?\b(absent|left out|omitted|not part of (the|this|our) design)\b",
     re.I,

@@ -47,6 +47,10 @@ DETECTORS: dict[str, Callable[[Document], Finding]] = {
 }
 
 
+# The checks that judge the numbers themselves: they read every derivation, right or wrong.
+ARITHMETIC_CHECKS = frozenset({"calculations", "dimensions", "assumptions", "storage_limits"})
+
+
 @dataclass(frozen=True)
 class Flaws:
     """What the attempt gets wrong, found once and charged to the checks it spoils."""
@@ -156,11 +160,16 @@ def score_text(text: str, *, attempt: str = "<text>",
     doc = parse(own_text)
     flaws = Flaws(wrong_answers.charges(doc), contradictions.find(doc))
     # A wrong answer costs its check's points and earns nothing anywhere else.
-    doc = parse(redaction.remove_sentences(own_text, lambda s: any(c.covers(s) for c in flaws.wrong_answers))[0])
+    own_text = redaction.remove_sentences(own_text, lambda s: any(c.covers(s) for c in flaws.wrong_answers))[0]
+    doc = parse(own_text)
+    # So does a wrong derivation when most are wrong; the arithmetic checks read it to say what it should have been.
+    believed = parse(redaction.remove_sentences(own_text, arithmetic.is_wrong_step_of_mostly_wrong(doc))[0])
     criteria = []
     for criterion in rubric.criteria:
-        checks = [_score_check(doc, flaws, k.id, k.title, k.points, k.why) for k in criterion.checks]
-        checks += [_score_check(doc, flaws, f.id, f"Follow-up {f.number}: {f.topic}", f.points, f.probe, f.number)
+        checks = [_score_check(doc if k.id in ARITHMETIC_CHECKS else believed, flaws, k.id, k.title, k.points, k.why)
+                  for k in criterion.checks]
+        checks += [_score_check(doc if f.id in ARITHMETIC_CHECKS else believed, flaws, f.id,
+                                f"Follow-up {f.number}: {f.topic}", f.points, f.probe, f.number)
                    for f in rubric.follow_ups_for(criterion.id)]
         criteria.append(CriterionScore(criterion.id, criterion.rank, criterion.title, criterion.points, checks))
     return ScoreReport(
