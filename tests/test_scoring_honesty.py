@@ -166,6 +166,11 @@ def test_double_negation_still_credits_the_mechanism():
                       "larger numbers and the sink keeps the highest."),
     ("lease_fencing", "Each new generation is derived from the host's clock when the lease is granted, and the sink "
                       "refuses a write with a lower one."),
+    # Argued, not stated: trust in NTP said as a bound, and one scheduler given as the reason nothing repeats.
+    ("clocks", "Clock skew is a small matter, since every host runs NTP and stays within a few milliseconds of true "
+               "time."),
+    ("replica_double_fire", "Duplicates cannot happen here, because there is only ever one scheduler making dispatch "
+                            "decisions."),
 ])
 def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_id: str, wrong: str):
     check = _check(_section(6, wrong), check_id)
@@ -324,6 +329,17 @@ def test_rejecting_replicated_schedulers_with_nothing_to_stop_a_double_fire_is_n
     guarded = _section(6, "Every replica inserts the occurrence with a unique (job_id, fire_at) key, so a second "
                           "replica's insert for the same fire time does nothing.")
     assert not any("puts nothing in its place" in m for m in _check(guarded + rejection, "rejections").missing)
+
+
+def test_rejecting_idempotent_handlers_with_nothing_asked_of_the_job_is_not_a_reasoned_rejection():
+    rejection = _section(9, "I rejected requiring idempotent handlers because exactly-once dispatch already removes "
+                            "duplicates at the source.")
+    promise = _section(6, "Each fire time is dispatched once by the scheduler and the worker runs the handler.")
+    check = _check(promise + rejection, "rejections")
+    assert any("puts nothing in its place" in m for m in check.missing), check.missing
+    asked = _section(6, "Handlers must be idempotent: each write carries the occurrence's key, and the sink drops a "
+                        "repeat.")
+    assert not any("puts nothing in its place" in m for m in _check(asked + rejection, "rejections").missing)
 
 
 @pytest.mark.parametrize("opinion", [

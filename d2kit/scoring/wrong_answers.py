@@ -159,6 +159,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"clock skew is solved by",
         r"compar\w*\b.{0,60}\btimestamps?\b.{0,60}\b(with|against|to)\b.{0,20}\b(its|their|the \w+'?s?) own clock",
         r"\bntp\b.{0,80}\b(comparable|in sync|synchroni[sz]ed|keeps?|guarantees?|ensures?|solves?)\b",
+        # "every host runs NTP and stays within a few milliseconds": the same trust, said as a bound
+        r"\bntp\b.{0,80}\b(stays?|is|are|be|kept|keeps?( \w+){0,3}) within\b",
         r"(in sync|synchroni[sz]ed)\b.{0,40}\b(by|with|via|using) ntp",
         r"\bskew (is|becomes) (zero|eliminated|impossible)\b",
         r"worker'?s? (own )?timestamps? (can|could) be compared",
@@ -179,7 +181,11 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 unless=pattern(r"\b(not|never|cannot|can'?t|isn'?t|aren'?t|meaningless|only (on|within|valid))\b")),
     WrongAnswer("replica_double_fire", "leader election alone, with nothing on the failover gap or a paused old "
                 "leader", pattern(r"\b(only|just) (the )?leader\b.{0,60}\b(fires?|dispatch\w*|reads?|publish\w*|"
-                                  r"schedul\w*|runs?)\b"), 0.6,
+                                  r"schedul\w*|runs?)\b",
+                                  # the same answer given as an argument: "duplicates cannot happen, because there is
+                                  # only ever one scheduler", with nothing on the failover gap or a paused old one
+                                  r"\b(because|since|as) (there is |there'?s )?(only|just|exactly) (ever )?(one|a "
+                                  r"single) (active )?(scheduler|leader|dispatcher|planner)s?\b"), 0.6,
                 # the old leader discussed: fenced, or paused ("a GC pause on the leader"); not a leader that pauses
                 # its own work ("the leader pauses scanning"), which is no word on a deposed leader
                 unless_anywhere=pattern(r"(old|former|stale|paused|zombie|previous|deposed|wak\w+) leader",
