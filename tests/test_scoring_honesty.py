@@ -230,6 +230,11 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "Because the store checks the token on every write, the worker does not need to check anything itself.",
     "The fencing token comes from a database sequence, never from a timestamp or a worker's clock.",
     "Lease times are all set with the database's now(), so the worker's own clock doesn't matter for expiry.",
+    # The delivery limit in other words: what the rubric asks for, not the promise it names.
+    "Exactly-once execution of a side-effecting job is not something a scheduler can promise on its own.",
+    "Exactly-once execution of a side-effecting handler cannot be provided by the scheduler.",
+    "Exactly-once isn't possible for a job with side effects, so we hand each run an idempotency key.",
+    "Exactly-once side effects only if the job checks the idempotency key we hand it.",
 ])
 def test_a_right_answer_that_mentions_a_wrong_one_is_not_charged(right: str):
     report = score_text(_section(6, right))
@@ -894,6 +899,16 @@ def test_rejecting_at_least_once_for_exactly_once_is_not_a_reasoned_rejection():
     check = _check(_section(9, "- I rejected at-least-once semantics in favour of exactly-once, since customers "
                                "should not have to think about repeated runs at all."), "rejections")
     assert any("lacking exactly-once" in m for m in check.missing), check.missing
+
+
+def test_exactly_once_promised_costs_the_same_three_checks_whatever_it_rests_on():
+    for promise in ("The design offers exactly-once execution: the scheduler acts as a two-phase commit coordinator.",
+                    "Because AWS guarantees the schedule, we get exactly-once execution without coordination code.",
+                    "Kafka transactions give us exactly-once execution of every job."):
+        said = _section(1, promise)
+        for check_id in ("delivery_semantics", "clarifications", "proof_of_execution"):
+            assert any(m.startswith("wrong answer") for m in _check(said, check_id).missing), (promise, check_id)
+    assert score_text(_section(1, promise)).credibility == ""  # one question, so no discount
 
 
 def test_every_job_running_exactly_once_is_the_exactly_once_promise():
