@@ -166,6 +166,11 @@ def test_double_negation_still_credits_the_mechanism():
                       "larger numbers and the sink keeps the highest."),
     ("lease_fencing", "Each new generation is derived from the host's clock when the lease is granted, and the sink "
                       "refuses a write with a lower one."),
+    # Argued, not stated: trust in NTP said as a bound, and one scheduler given as the reason nothing repeats.
+    ("clocks", "Clock skew is a small matter, since every host runs NTP and stays within a few milliseconds of true "
+               "time."),
+    ("replica_double_fire", "Duplicates cannot happen here, because there is only ever one scheduler making dispatch "
+                            "decisions."),
 ])
 def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_id: str, wrong: str):
     check = _check(_section(6, wrong), check_id)
@@ -225,6 +230,11 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "Because the store checks the token on every write, the worker does not need to check anything itself.",
     "The fencing token comes from a database sequence, never from a timestamp or a worker's clock.",
     "Lease times are all set with the database's now(), so the worker's own clock doesn't matter for expiry.",
+    # The delivery limit in other words: what the rubric asks for, not the promise it names.
+    "Exactly-once execution of a side-effecting job is not something a scheduler can promise on its own.",
+    "Exactly-once execution of a side-effecting handler cannot be provided by the scheduler.",
+    "Exactly-once isn't possible for a job with side effects, so we hand each run an idempotency key.",
+    "Exactly-once side effects only if the job checks the idempotency key we hand it.",
 ])
 def test_a_right_answer_that_mentions_a_wrong_one_is_not_charged(right: str):
     report = score_text(_section(6, right))
@@ -324,6 +334,17 @@ def test_rejecting_replicated_schedulers_with_nothing_to_stop_a_double_fire_is_n
     guarded = _section(6, "Every replica inserts the occurrence with a unique (job_id, fire_at) key, so a second "
                           "replica's insert for the same fire time does nothing.")
     assert not any("puts nothing in its place" in m for m in _check(guarded + rejection, "rejections").missing)
+
+
+def test_rejecting_idempotent_handlers_with_nothing_asked_of_the_job_is_not_a_reasoned_rejection():
+    rejection = _section(9, "I rejected requiring idempotent handlers because exactly-once dispatch already removes "
+                            "duplicates at the source.")
+    promise = _section(6, "Each fire time is dispatched once by the scheduler and the worker runs the handler.")
+    check = _check(promise + rejection, "rejections")
+    assert any("puts nothing in its place" in m for m in check.missing), check.missing
+    asked = _section(6, "Handlers must be idempotent: each write carries the occurrence's key, and the sink drops a "
+                        "repeat.")
+    assert not any("puts nothing in its place" in m for m in _check(asked + rejection, "rejections").missing)
 
 
 @pytest.mark.parametrize("opinion", [
@@ -878,6 +899,16 @@ def test_rejecting_at_least_once_for_exactly_once_is_not_a_reasoned_rejection():
     check = _check(_section(9, "- I rejected at-least-once semantics in favour of exactly-once, since customers "
                                "should not have to think about repeated runs at all."), "rejections")
     assert any("lacking exactly-once" in m for m in check.missing), check.missing
+
+
+def test_exactly_once_promised_costs_the_same_three_checks_whatever_it_rests_on():
+    for promise in ("The design offers exactly-once execution: the scheduler acts as a two-phase commit coordinator.",
+                    "Because AWS guarantees the schedule, we get exactly-once execution without coordination code.",
+                    "Kafka transactions give us exactly-once execution of every job."):
+        said = _section(1, promise)
+        for check_id in ("delivery_semantics", "clarifications", "proof_of_execution"):
+            assert any(m.startswith("wrong answer") for m in _check(said, check_id).missing), (promise, check_id)
+    assert score_text(_section(1, promise)).credibility == ""  # one question, so no discount
 
 
 def test_every_job_running_exactly_once_is_the_exactly_once_promise():

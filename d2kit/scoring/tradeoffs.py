@@ -56,6 +56,10 @@ REPLICATED_SCHEDULER = pattern(r"\bleader", r"\bconsensus\b", r"\b(raft|paxos|zo
                                r"\bdistributed (scheduler|lock)", r"\bcluster of (schedulers|nodes|servers)",
                                r"\b(replicated|redundant|standby|multiple|several) (\w+ )?(scheduler|node|server)s?\b",
                                r"\breplicas?\b")
+# The delivery question's answer: exactly-once effects need the job's cooperation, its writes deduplicated on a key.
+# Rejecting idempotent handlers while no sentence of the design asks the job for anything is the exactly-once promise
+# given as a reason ("I rejected requiring idempotent handlers because exactly-once dispatch removes duplicates").
+JOB_COOPERATION = pattern(r"\bidempoten")
 # "Kafka: overkill", "a job table: unnecessary, the crontab is simpler": the rubric's no-hire signal, an opinion of
 # the alternative, not what it would cost or break here. A reason that is only such words is no reason; one that
 # also names how the alternative fails or what it strains ("simpler, but when it pauses all runs are late") is one.
@@ -92,7 +96,8 @@ def _follow_up_answers(doc: Document) -> tuple[tuple[re.Pattern[str], re.Pattern
     denied = denials(doc)
     return ((LEASE, None if "leases" in denied else LEASE),
             (FENCING, None if "fencing tokens" in denied else FENCING),
-            (REPLICATED_SCHEDULER, double_fire_guard(doc)))
+            (REPLICATED_SCHEDULER, double_fire_guard(doc)),
+            (JOB_COOPERATION, COOPERATION))
 
 
 def _rejects_what_the_design_lacks(item: Item, design: list[Unit], answers) -> bool:
@@ -137,8 +142,8 @@ def rejections(doc: Document) -> Finding:
         elif reason_unit is not None and _rejects_what_the_design_lacks(item, design, answers):
             named_only.append(item)
             missing.append(f"'{item.title}' (line {item.first_line}): rejects a follow-up's answer (a lease that "
-                           "expires, a token the store checks, replicas kept from firing together) and the design "
-                           "puts nothing in its place")
+                           "expires, a token the store checks, replicas kept from firing together, the job's "
+                           "idempotent writes) and the design puts nothing in its place")
         elif reason_unit is not None and _only_opinion(" ".join(_after_title(u, item) for u in item.units)):
             named_only.append(item)
             missing.append(f"'{item.title}' (line {item.first_line}): the reason is an opinion (\"overkill\", "

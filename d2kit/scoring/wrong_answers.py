@@ -41,6 +41,13 @@ COOPERATION = pattern(r"(job|handler|sink|downstream|author|user|tenant|caller)s
                       r"job'?s (help|cooperation)",
                       r"\bbut\b.{0,60}(side[- ]effect|activit|external|outside)",
                       r"\b(impossible|not (possible|achievable)|cannot be guaranteed|no such thing)",
+                      # the limit in other words: "isn't something a scheduler can promise on its own", "cannot be
+                      # provided by the scheduler", "isn't possible ... unless the job dedupes", "exactly-once side
+                      # effects only if the job checks the key"
+                      r"(not|n'?t) something\b.{0,40}\b(can|could) (promise|guarantee|give|offer|provide)",
+                      r"\b(cannot|can'?t|can ?not) (be )?(promised?|guaranteed?|provided?)\b",
+                      r"n'?t (possible|achievable)",
+                      r"\b(only (if|when)|unless) the (job|handler|consumer|task|sink|downstream)s?\b",
                       r"\b(effectively|at[- ]least[- ]once plus)")
 
 
@@ -50,16 +57,20 @@ CLOCK_OR_RANDOM = (r"timestamps?|millis\w*|currenttimemillis|nanotime|wall[- ]?c
                    r"'?s? (own )?clock|uuid\w*|random\w*")
 
 
+# Exactly-once execution promised, whatever it rests on (two-phase commit, a broker's transactions, the platform).
+EXACTLY_ONCE_PROMISE = pattern(
+    r"exactly[- ]once\b.{0,60}\b(end[- ]to[- ]end|side[- ]effects?|execution|guarantee)",
+    r"(end[- ]to[- ]end|guarantee\w*|provides?|promises?|deliver\w*|achieve\w*)\W+(\w+\W+){0,3}exactly[- ]once",
+    r"(users?|tenants?|jobs?|authors?) (don'?t|do not|never) (need|have) to (make|change|write)",
+    r"side[- ]effects? (can )?never (happen|run|occur)s? twice",
+    r"\b(has|gives?|offers?|with) exactly[- ]once (delivery|execution|processing|semantics)\b.{0,60}\bduplicates?",
+    r"duplicates? (don'?t|do not|never|can'?t|cannot|won'?t) (happen|occur)",
+    r"\b(every|each|all) (jobs?|runs?)\b.{0,20}\b(runs?|execut\w*|fires?|happens?) exactly[- ]once")
+
+
 WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
-    WrongAnswer("delivery_semantics", "exactly-once execution promised without the job's cooperation", pattern(
-        r"exactly[- ]once\b.{0,60}\b(end[- ]to[- ]end|side[- ]effects?|execution|guarantee)",
-        r"(end[- ]to[- ]end|guarantee\w*|provides?|promises?|deliver\w*|achieve\w*)\W+(\w+\W+){0,3}exactly[- ]once",
-        r"(users?|tenants?|jobs?|authors?) (don'?t|do not|never) (need|have) to (make|change|write)",
-        r"side[- ]effects? (can )?never (happen|run|occur)s? twice",
-        r"\b(has|gives?|offers?|with) exactly[- ]once (delivery|execution|processing|semantics)\b.{0,60}\bduplicates?",
-        r"duplicates? (don'?t|do not|never|can'?t|cannot|won'?t) (happen|occur)",
-        r"\b(every|each|all) (jobs?|runs?)\b.{0,20}\b(runs?|execut\w*|fires?|happens?) exactly[- ]once"),
-                0.0, COOPERATION),  # the rubric's "none"
+    WrongAnswer("delivery_semantics", "exactly-once execution promised without the job's cooperation",
+                EXACTLY_ONCE_PROMISE, 0.0, COOPERATION),  # the rubric's "none"
     WrongAnswer("delivery_semantics", "at-most-once said to guarantee that every job runs", pattern(
         r"at[- ]most[- ]once\b.{0,100}\b(guaranteed to (run|fire|execute)|always (runs|fires)|"
         r"every (job|run) (is guaranteed|runs|will run))"), 0.0,
@@ -68,12 +79,16 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"idempoten\w* keys?\b.{0,60}\b(regenerat\w*|changes?|new|fresh|different)\b.{0,40}\b(every|each|on) "
         r"(retry|retries|attempt|re-?run)",
         r"\b(new|fresh|different|regenerated) idempoten\w* key"), 0.5),
+    # The same promise is a wrong answer to the clarifying question and to what at-least-once promises the user
+    # (follow-up 5), whatever mechanism it rests on; all three are one question for the credibility discount.
     WrongAnswer("clarifications", "exactly-once chosen as the delivery guarantee", pattern(
         r"(delivery|guarantee|semantics)\W+(\w+\W+){0,2}exactly[- ]once",
-        r"^\W*exactly[- ]once (execution|delivery|processing)\b"), 0.8, COOPERATION),
+        r"^\W*exactly[- ]once (execution|delivery|processing)\b", EXACTLY_ONCE_PROMISE.pattern), 0.8, COOPERATION),
     WrongAnswer("proof_of_execution", "at-least-once presented as exactly-once to the user", pattern(
         r"(users?|tenants?|jobs?|authors?) (don'?t|do not|never) (need|have) to (make|change|write)",
         r"side[- ]effects? (can )?never (happen|run|occur)s? twice"), 0.5),
+    WrongAnswer("proof_of_execution", "exactly-once promised to the user instead of what at-least-once promises",
+                EXACTLY_ONCE_PROMISE, 0.5, COOPERATION),
     WrongAnswer("lease_fencing", "fencing tokens offered as a replacement for leases", pattern(
         r"(fenc\w*|tokens?)\b.{0,60}\b(instead of|replaces?|so we (do not|don'?t) need)\b.{0,20}\b"
         r"(leases?|heartbeats?)",
@@ -159,6 +174,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"clock skew is solved by",
         r"compar\w*\b.{0,60}\btimestamps?\b.{0,60}\b(with|against|to)\b.{0,20}\b(its|their|the \w+'?s?) own clock",
         r"\bntp\b.{0,80}\b(comparable|in sync|synchroni[sz]ed|keeps?|guarantees?|ensures?|solves?)\b",
+        # "every host runs NTP and stays within a few milliseconds": the same trust, said as a bound
+        r"\bntp\b.{0,80}\b(stays?|is|are|be|kept|keeps?( \w+){0,3}) within\b",
         r"(in sync|synchroni[sz]ed)\b.{0,40}\b(by|with|via|using) ntp",
         r"\bskew (is|becomes) (zero|eliminated|impossible)\b",
         r"worker'?s? (own )?timestamps? (can|could) be compared",
@@ -179,7 +196,11 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 unless=pattern(r"\b(not|never|cannot|can'?t|isn'?t|aren'?t|meaningless|only (on|within|valid))\b")),
     WrongAnswer("replica_double_fire", "leader election alone, with nothing on the failover gap or a paused old "
                 "leader", pattern(r"\b(only|just) (the )?leader\b.{0,60}\b(fires?|dispatch\w*|reads?|publish\w*|"
-                                  r"schedul\w*|runs?)\b"), 0.6,
+                                  r"schedul\w*|runs?)\b",
+                                  # the same answer given as an argument: "duplicates cannot happen, because there is
+                                  # only ever one scheduler", with nothing on the failover gap or a paused old one
+                                  r"\b(because|since|as) (there is |there'?s )?(only|just|exactly) (ever )?(one|a "
+                                  r"single) (active )?(scheduler|leader|dispatcher|planner)s?\b"), 0.6,
                 # the old leader discussed: fenced, or paused ("a GC pause on the leader"); not a leader that pauses
                 # its own work ("the leader pauses scanning"), which is no word on a deposed leader
                 unless_anywhere=pattern(r"(old|former|stale|paused|zombie|previous|deposed|wak\w+) leader",
