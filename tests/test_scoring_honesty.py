@@ -325,26 +325,25 @@ def test_rejecting_the_lease_or_the_token_with_nothing_in_its_place_is_not_a_rea
         check.points
 
 
-def test_rejecting_replicated_schedulers_with_nothing_to_stop_a_double_fire_is_not_a_reasoned_rejection():
-    rejection = _section(9, "- **A cluster of schedulers with leader election**: rejected because it adds split brain "
-                            "and failover bugs to solve an outage that happens perhaps once a year.")
-    one_box = _section(6, "One machine runs cron; each crontab line starts the job's script at its minute.")
-    check = _check(one_box + rejection, "rejections")
+@pytest.mark.parametrize(("rejection", "lacking", "in_place"), [
+    # replicated schedulers rejected, with nothing to stop a double fire
+    ("- **A cluster of schedulers with leader election**: rejected because it adds split brain and failover bugs to "
+     "solve an outage that happens perhaps once a year.",
+     "One machine runs cron; each crontab line starts the job's script at its minute.",
+     "Every replica inserts the occurrence with a unique (job_id, fire_at) key, so a second replica's insert for the "
+     "same fire time does nothing."),
+    # idempotent handlers rejected, with nothing asked of the job
+    ("I rejected requiring idempotent handlers because exactly-once dispatch already removes duplicates at the "
+     "source.",
+     "Each fire time is dispatched once by the scheduler and the worker runs the handler.",
+     "Handlers must be idempotent: each write carries the occurrence's key, and the sink drops a repeat."),
+])
+def test_rejecting_a_follow_ups_answer_with_nothing_in_its_place_is_not_a_reasoned_rejection(
+        rejection: str, lacking: str, in_place: str):
+    check = _check(_section(6, lacking) + _section(9, rejection), "rejections")
     assert any("puts nothing in its place" in m for m in check.missing), check.missing
-    guarded = _section(6, "Every replica inserts the occurrence with a unique (job_id, fire_at) key, so a second "
-                          "replica's insert for the same fire time does nothing.")
-    assert not any("puts nothing in its place" in m for m in _check(guarded + rejection, "rejections").missing)
-
-
-def test_rejecting_idempotent_handlers_with_nothing_asked_of_the_job_is_not_a_reasoned_rejection():
-    rejection = _section(9, "I rejected requiring idempotent handlers because exactly-once dispatch already removes "
-                            "duplicates at the source.")
-    promise = _section(6, "Each fire time is dispatched once by the scheduler and the worker runs the handler.")
-    check = _check(promise + rejection, "rejections")
-    assert any("puts nothing in its place" in m for m in check.missing), check.missing
-    asked = _section(6, "Handlers must be idempotent: each write carries the occurrence's key, and the sink drops a "
-                        "repeat.")
-    assert not any("puts nothing in its place" in m for m in _check(asked + rejection, "rejections").missing)
+    in_place_check = _check(_section(6, in_place) + _section(9, rejection), "rejections")
+    assert not any("puts nothing in its place" in m for m in in_place_check.missing)
 
 
 @pytest.mark.parametrize("opinion", [

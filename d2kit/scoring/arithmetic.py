@@ -529,6 +529,12 @@ def _same_figure(a: pint.Quantity, b: pint.Quantity) -> bool:
 def calculations(doc: Document) -> list[Calculation]:
     """Every derivation, in document order. One built on a figure an earlier step got wrong does not check
     out either ("50,000 / 60 ≈ 8,300/s" then "8,300/s × 2 s = 16,600 running"): its result is as far off."""
+    if "calculations" not in doc.derived:  # several checks of one score ask: worked out once per document
+        doc.derived["calculations"] = _calculations(doc)
+    return doc.derived["calculations"]
+
+
+def _calculations(doc: Document) -> list[Calculation]:
     seen: set[str] = set()
     found = []
     every = _sentences(doc)
@@ -558,21 +564,23 @@ def calculations(doc: Document) -> list[Calculation]:
     return found
 
 
-def mostly_wrong(doc: Document, found: list[Calculation] | None = None) -> str:
-    """Why the attempt's numbers are no evidence, when most of its derivations (``found``) are wrong; else ""."""
-    found = calculations(doc) if found is None else found
+def mostly_wrong(doc: Document) -> str:
+    """Why the attempt's numbers are no evidence, when most of its derivations are wrong; else ""."""
+    found = calculations(doc)
     wrong = sum(not c.checks_out for c in found)
     if wrong >= MOSTLY_WRONG and wrong > len(found) - wrong:
         return f"{wrong} of its {len(found)} derivations do not check out, so its other figures are no estimate"
     return ""
 
 
-def is_wrong_step_of_mostly_wrong(doc: Document) -> Callable[[str], bool]:
+def is_wrong_step_of_mostly_wrong(doc: Document) -> Callable[[str], bool] | None:
     """Whether a sentence holds a derivation that does not check out, in an attempt whose derivations are mostly
     wrong: such a sentence earns nothing in any check (the arithmetic checks still read it, to show the right value).
-    One slip in arithmetic that is otherwise right is charged to the calculations alone."""
-    found = calculations(doc)
-    wrong = [" ".join(c.sentence.split()) for c in found if not c.checks_out] if mostly_wrong(doc, found) else []
+    None when the derivations are not mostly wrong: one slip in arithmetic that is otherwise right is charged to the
+    calculations alone."""
+    if not mostly_wrong(doc):
+        return None
+    wrong = [" ".join(c.sentence.split()) for c in calculations(doc) if not c.checks_out]
     return lambda sentence: bool(words := " ".join(sentence.split())) and any(words in w for w in wrong)
 
 

@@ -163,7 +163,8 @@ def score_text(text: str, *, attempt: str = "<text>",
     own_text = redaction.remove_sentences(own_text, lambda s: any(c.covers(s) for c in flaws.wrong_answers))[0]
     doc = parse(own_text)
     # So does a wrong derivation when most are wrong; the arithmetic checks read it to say what it should have been.
-    believed = parse(redaction.remove_sentences(own_text, arithmetic.is_wrong_step_of_mostly_wrong(doc))[0])
+    wrong_step = arithmetic.is_wrong_step_of_mostly_wrong(doc)
+    believed = parse(redaction.remove_sentences(own_text, wrong_step)[0]) if wrong_step else doc
     criteria = []
     for criterion in rubric.criteria:
         checks = [_score_check(doc if k.id in ARITHMETIC_CHECKS else believed, flaws, k.id, k.title, k.points, k.why)
