@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 from d2kit import paths
 from d2kit.scoring.document import sentences
+from d2kit.scoring.rubric import read_yaml
 
 SHINGLE = 6
 PASTED_SHARE = 0.8  # of a sentence's words inside shared runs: a restated fact with the author's own end is kept
@@ -57,10 +56,9 @@ def _strings(node: object) -> list[str]:
 
 
 def _text_of(path: Path) -> str:
-    raw = path.read_text(encoding="utf-8")
     if path.suffix == ".yaml":
-        return "\n".join(_strings(yaml.safe_load(raw)))
-    return TEMPLATE_SYNTAX.sub(" ", raw)
+        return "\n".join(_strings(read_yaml(path)))
+    return TEMPLATE_SYNTAX.sub(" ", path.read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)
