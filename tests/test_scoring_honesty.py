@@ -985,3 +985,17 @@ def test_what_a_lease_holder_does_not_do_is_no_denial_of_the_lease():
                        "30 s.") + _section(7, "- **Worker partitioned.** Its lease expires after 30 s by the database "
                                              "clock.")
     assert _check(held, "lease_fencing").points == 3
+
+
+# -- twelfth change: a mechanism argued away, whatever the words ----------------------------------------
+
+@pytest.mark.parametrize("dismissal", [
+    "Leases only matter if you take running work away from a worker, and this design never does.",
+    "Most designs reach for leases here, with a reaper to match.",
+    "A lease per run is overkill at our size.",
+])
+def test_a_mechanism_argued_away_earns_nothing_from_sentences_that_describe_it(dismissal: str):
+    described = "Every worker's lease expires after 30 s unless it renews it every 10 s."
+    assert _check(_section(6, described), "lease_fencing").points > 0
+    check = _check(_section(6, dismissal) + _section(6, described), "lease_fencing")
+    assert check.points == 0 and any("says it has no leases" in m for m in check.missing), check.missing

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from d2kit.scoring import layouts
+from d2kit.scoring import calibrated_total, layouts
 from d2kit.scoring.rubric import RUBRIC_DIR
 
 CALIBRATION_DIR = RUBRIC_DIR / "calibration"
@@ -174,7 +174,7 @@ def figures_lines(figures: dict[str, HalfFigures | None]) -> list[str]:
         if f.layout_spread:
             said = _spread_said(asdict(f.layout_spread))
             lines.append(f"{title}, same content in {len(layouts.LAYOUTS)} layouts: {said}")
-    return lines
+    return lines + [calibrated_total.summary_line(load_results())]
 
 
 def _spread_said(spread: dict) -> str:

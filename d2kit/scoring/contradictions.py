@@ -103,12 +103,19 @@ def denials(doc: Document) -> dict[str, Evidence]:
     return doc.derived["denials"]
 
 
+# A sentence that argues the mechanism away, whatever the words: its need made conditional on something the design
+# does not do ("fencing tokens only matter if you re-dispatch"), or put down to what others habitually build ("so you
+# invent leases, then fencing tokens", "the machinery people reach for"), or called overkill. Generic constructions,
+# each in at least three tuning files (rubric/calibration/SPLIT.md, twelfth change), not one writer's phrases.
+DISMISSAL = pattern(r"\bonly (exists?|arises?|matters?|needed|necessary|required) (if|when)\b",
+                    r"\b(you|people|teams|most (answers|designs)) (invent|bolt on|reach for)\b",
+                    r"\b(is|are|would be) overkill\b")
 # "no lease timer can catch a pause": a claim about what the mechanism can do, not a denial that it exists.
 ABILITY_AFTER = re.compile(r"^\s*(\w+\s+)?(can|could|will|would|ever|alone|by itself)\b", re.I)
 
 
 def _denies(sentence: str, start: int, end: int) -> bool:
-    if AFTER.match(sentence[end:end + 80]):
+    if AFTER.match(sentence[end:end + 80]) or DISMISSAL.search(sentence):
         return True
     return bool(DENIAL_BEFORE.search(sentence[max(0, start - 40):start])) and not ABILITY_AFTER.match(sentence[end:])
 

@@ -67,7 +67,7 @@ def render_rich(report: ScoreReport, console: Console) -> None:
     if report.credibility:
         console.print(Panel(report.credibility, title="Several questions answered wrongly", border_style="red"))
     parts = [Text(f"Total: {_points(report.total)} / {_points(report.max_total)}", style="bold"),
-             Text(report.accuracy, style="dim")]
+             *([Text(report.calibration)] if report.calibration else []), Text(report.accuracy, style="dim")]
     console.print(Panel(Group(*parts), title=report.attempt, border_style="bold"))
 
 
@@ -77,7 +77,8 @@ def _md_cell(text: str) -> str:
 
 def render_markdown(report: ScoreReport) -> str:
     out = [f"# Score: {report.attempt}", "", f"**Total: {_points(report.total)} / {_points(report.max_total)}** "
-           f"({report.accuracy})", "", f"> {report.notice}", ""]
+           f"({report.accuracy})", ""] + ([report.calibration[0].upper() + report.calibration[1:] + ".", ""]
+                                          if report.calibration else []) + [f"> {report.notice}", ""]
     for criterion in report.criteria:
         out += [f"## {criterion.rank}. {criterion.title} — {_points(criterion.points)} / "
                 f"{_points(criterion.max_points)}", ""]

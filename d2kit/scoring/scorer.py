@@ -9,6 +9,7 @@ from pathlib import Path
 from d2kit.scoring import (
     altitude,
     arithmetic,
+    calibrated_total,
     concepts,
     contradictions,
     credibility,
@@ -104,8 +105,18 @@ class ScoreReport:
     extra: dict = field(default_factory=dict)
 
     @property
-    def total(self) -> float:
+    def raw_total(self) -> float:
+        """The rubric's points added up, as the candidate can add them."""
         return round(sum(c.points for c in self.criteria), 1)
+
+    @property
+    def total(self) -> float:
+        """What is reported: the raw points through the one map fitted on out-of-sample scorings."""
+        return calibrated_total.calibrated(self.raw_total)
+
+    @property
+    def calibration(self) -> str:
+        return calibrated_total.explanation(self.raw_total)
 
     def follow_ups(self) -> list[CheckScore]:
         return sorted((k for c in self.criteria for k in c.checks if k.follow_up), key=lambda k: k.follow_up or 0)
@@ -114,6 +125,8 @@ class ScoreReport:
         return {
             "attempt": self.attempt,
             "total": self.total,
+            "raw_total": self.raw_total,
+            "calibration": self.calibration,
             "max_total": self.max_total,
             "notice": self.notice,
             "accuracy": self.accuracy,

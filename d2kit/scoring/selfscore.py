@@ -56,5 +56,7 @@ def comparison_table(report: ScoreReport, self_scores: dict[str, float]) -> Tabl
                 else "")
         table.add_row(criterion.title, f"{mine:g}", f"{criterion.points:g}", f"{difference:+g}", note)
     total = round(sum(self_scores.values()), 1)
-    table.add_row(Text("Total", style="bold"), f"{total:g}", f"{report.total:g}", f"{total - report.total:+g}", "")
+    # Against the raw points: the candidate adds up the same checks (the calibrated total is shown with the score).
+    raw = report.raw_total
+    table.add_row(Text("Total", style="bold"), f"{total:g}", f"{raw:g}", f"{total - raw:+g}", "")
     return table

@@ -1,0 +1,42 @@
+"""The reported total's one map (d2kit/scoring/calibrated_total.py): fitted on retired held-out scorings only."""
+
+from __future__ import annotations
+
+import json
+
+from d2kit.scoring import calibrated_total
+from d2kit.scoring.calibration import RESULTS_PATH
+from d2kit.scoring.report import render_markdown
+from d2kit.scoring.scorer import score_text
+
+PAIRS = calibrated_total.history_pairs(json.loads(RESULTS_PATH.read_text(encoding="utf-8")))
+
+
+def test_the_committed_parameters_are_what_the_history_fits():
+    assert len(PAIRS) >= 198
+    assert calibrated_total.fit(PAIRS) == (calibrated_total.SHRINK_AT, calibrated_total.SHRINK_BY)
+    signed = sum(score - (low + high) / 2 for _, score, low, high in PAIRS) / len(PAIRS)
+    assert round(signed, 1) == calibrated_total.HISTORY_MEAN_SIGNED_ERROR
+
+
+def test_leaving_each_set_out_the_map_beats_the_raw_points():
+    in_band, error, raw_in_band, raw_error = calibrated_total.leave_one_set_out(PAIRS)
+    assert in_band > raw_in_band and error < raw_error, (in_band, error, raw_in_band, raw_error)
+
+
+def test_the_map_is_monotone_and_leaves_the_top_tier_and_zero_alone():
+    raw = [x / 2 for x in range(0, 201)]
+    totals = [calibrated_total.calibrated(x) for x in raw]
+    assert totals == sorted(totals)
+    assert all(calibrated_total.calibrated(x) == x for x in (0, 78, 85.5, 100))
+    assert calibrated_total.calibrated(25) == 17 and calibrated_total.calibrated(50) < 50
+
+
+def test_the_report_shows_the_total_and_the_raw_points_it_came_from():
+    report = score_text("## 1. Requirements\n\nJobs run at least once; the worker holds a lease the database "
+                        "renews, and a fencing token the store checks rejects a stale writer.\n")
+    assert report.raw_total == round(sum(c.points for c in report.criteria), 1) > 0
+    assert report.total == calibrated_total.calibrated(report.raw_total) < report.raw_total
+    said = f"calibrated from {report.raw_total:g} raw rubric points"
+    assert said in report.calibration and said in render_markdown(report).lower()
+    assert report.to_dict()["raw_total"] == report.raw_total
