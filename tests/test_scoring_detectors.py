@@ -166,7 +166,10 @@ def test_three_legs_in_any_layout():
                         "| occurrence returns to ready |")
     prose = _section(7, "**Worker crashes.** The reaper notices the expired lease, the stale fencing token is "
                         "rejected by the store, and the occurrence is re-dispatched to another worker.")
-    for text in (headings, bold_and_bullets, table, prose):
+    # The layout check's "table" rewrite of bold_and_bullets: the legs in a one-column table under the lead.
+    bold_and_one_column_table = _section(7, "**Worker crashes**\n\n| Item |\n|---|\n" + "\n".join(
+        f"| {leg}. |" for leg in COMPLETE_FAILURE.rstrip(".").split(". ")))
+    for text in (headings, bold_and_bullets, table, prose, bold_and_one_column_table):
         items = failure_items(parse(text))
         assert len(items) == 1 and items[0].complete, text
 

@@ -356,8 +356,9 @@ def split_items(section: SectionText | None) -> list[Item]:
     """Split a section into items, however the author laid them out.
 
     Sub-headings or bold-led lines start items when present (their bullets belong to them); else
-    top-level bullets do; else paragraphs. Table body rows are items of their own. Text before the
-    first item is a preamble and belongs to none.
+    top-level bullets do; else paragraphs. Table rows with columns are items of their own; the rows of a
+    one-column table belong to the item above them, as its bullets would. Text before the first item is a
+    preamble and belongs to none.
     """
     if section is None:
         return []
@@ -374,7 +375,8 @@ def split_items(section: SectionText | None) -> list[Item]:
     items: list[Item] = []
     current: Item | None = None
     for unit in body:
-        if unit.kind == "row":
+        # A row with columns is an item of its own; a one-column table under an item's lead is its list, in a box.
+        if unit.kind == "row" and (unit.has_columns or current is None):
             items.append(Item(title=unit.cells[0] if unit.cells else unit.text, units=[unit]))
             current = None
         elif id(unit) in starter_ids:
