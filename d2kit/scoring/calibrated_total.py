@@ -50,7 +50,7 @@ def explanation(raw: float) -> str:
 def history_pairs(results: dict) -> list[Pair]:
     """Every retired held-out set's one scoring, from results.json."""
     return [(retired["set"], r["score"], *r["band"]) for retired in results.get("history", [])
-            for r in retired["halves"]["heldout"]["results"]]
+            for r in retired["halves"]["heldout"].get("results", [])]
 
 
 def judge(pairs: Iterable[Pair], shrink_at: float = SHRINK_AT, shrink_by: float = SHRINK_BY,
@@ -88,7 +88,7 @@ def leave_one_set_out(pairs: list[Pair]) -> tuple[int, float, int, float]:
 
 def summary_line(results: dict | None) -> str:
     """The map, and what leaving each retired set out says it is worth: a line of ``d2kit score --calibration``."""
-    said = (f"reported total: raw rubric points lowered by up to {SHRINK_BY:g} at {SHRINK_AT:g}, unchanged from "
+    said = (f"the raw rubric points, lowered by up to {SHRINK_BY:g} at {SHRINK_AT:g}, unchanged from "
             f"{UNCHANGED_FROM:g} up (d2kit/scoring/calibrated_total.py)")
     pairs = history_pairs(results or {})
     if not pairs:

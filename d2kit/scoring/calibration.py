@@ -174,7 +174,7 @@ def figures_lines(figures: dict[str, HalfFigures | None]) -> list[str]:
         if f.layout_spread:
             said = _spread_said(asdict(f.layout_spread))
             lines.append(f"{title}, same content in {len(layouts.LAYOUTS)} layouts: {said}")
-    return lines + [calibrated_total.summary_line(load_results())]
+    return lines + [f"reported total: {calibrated_total.summary_line(load_results())}"]
 
 
 def _spread_said(spread: dict) -> str:
@@ -204,6 +204,7 @@ def render_results_markdown(path: Path | None = None) -> str:
         out += ["", f"The same held-out content in {len(layouts.LAYOUTS)} layouts ({', '.join(layouts.LAYOUTS)}; "
                 "each list item rewritten mechanically, the words unchanged): "
                 f"{_spread_said(spread)}."]
+    out += ["", f"The reported total is {calibrated_total.summary_line(results)}."]
     if results.get("history"):
         out += ["", "Retired held-out sets, each scored once and then folded into tuning "
                 "(`rubric/calibration/SPLIT.md` says why):", "",
