@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from importlib import resources
 from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
 from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -89,6 +90,22 @@ def make_engine(url: str | None = None, *, pool_size: int = 5, application_name:
                       **(session_settings() if timeouts else {})},
         **({"isolation_level": "AUTOCOMMIT"} if single_statement else {}),
     )
+
+
+@contextmanager
+def driver_connection(engine: Engine) -> Iterator[psycopg.Connection]:
+    """psycopg's own connection, checked out of ``engine``'s pool, for a loop that calls one statement many times a
+    second (a worker's claim, heartbeat and completion). SQLAlchemy's result machinery costs about 200 us of CPU a
+    call on top of psycopg's (measured: 298 against 102 us for an empty claim), which at a 20 ms poll was most of
+    an idle worker's CPU. A connection whose statement failed at the connection level is dropped, not pooled."""
+    pooled = engine.raw_connection()
+    try:
+        yield pooled.driver_connection
+    except psycopg.OperationalError:
+        pooled.invalidate()
+        raise
+    finally:
+        pooled.close()
 
 
 def _sql_folder():

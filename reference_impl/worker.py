@@ -35,21 +35,20 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import text
-
 from reference_impl import db, processes
 from reference_impl.handlers import HANDLERS, JobContext
 from reference_impl.lease import POOL_LEASE_SECONDS, SAFETY_MARGIN_FRACTION, Lease, heartbeat_period
 
 log = logging.getLogger("d2kit.worker")
 
-CLAIM_SQL = text("SELECT * FROM d2_claim(:pool, :worker, :n, :lease)")
-HEARTBEAT_SQL = text("SELECT * FROM d2_heartbeat(:worker, :tokens, :started, :lease, :clock)")
-COMPLETE_SQL = text("SELECT * FROM d2_complete(:tokens, :ok, :errors, :started)")
-DISTRUST_SQL = text(
+# psycopg's own placeholders: these go through db.driver_connection, not SQLAlchemy (see there why).
+CLAIM_SQL = "SELECT * FROM d2_claim(%(pool)s, %(worker)s, %(n)s, %(lease)s)"
+HEARTBEAT_SQL = "SELECT * FROM d2_heartbeat(%(worker)s, %(tokens)s, %(started)s, %(lease)s, %(clock)s)"
+COMPLETE_SQL = "SELECT * FROM d2_complete(%(tokens)s, %(ok)s, %(errors)s, %(started)s)"
+DISTRUST_SQL = (
     "INSERT INTO lease_distrust (token, worker_id, source, distrusted_by, handler_stopped_by)"
-    " SELECT t, :worker, s, d, h FROM unnest(CAST(:tokens AS bigint[]), CAST(:sources AS text[]),"
-    " CAST(:distrusted AS timestamptz[]), CAST(:stopped AS timestamptz[])) AS x (t, s, d, h)"
+    " SELECT t, %(worker)s, s, d, h FROM unnest(CAST(%(tokens)s AS bigint[]), CAST(%(sources)s AS text[]),"
+    " CAST(%(distrusted)s AS timestamptz[]), CAST(%(stopped)s AS timestamptz[])) AS x (t, s, d, h)"
     " ON CONFLICT (token) DO NOTHING")
 RETRY_PAUSE_SECONDS = 0.5  # after a database error, before trying again
 # The hung-handler drill's negative control only: the worker does not act on 'timeout', so a hung handler keeps its
@@ -203,17 +202,15 @@ class Worker:
     def _claim(self, want: int) -> list[Held]:
         cfg = self.config
         sent_at = time.monotonic()
-        with self.calls.connect() as conn:
+        with db.driver_connection(self.calls) as conn:
             rows = conn.execute(CLAIM_SQL, {"pool": cfg.pool, "worker": cfg.worker_id, "n": want,
-                                            "lease": cfg.lease}).mappings().all()
+                                            "lease": cfg.lease}).fetchall()
         claimed = []
         with self.lock:
-            for row in rows:
-                ctx = JobContext(token=row["token"], occurrence_id=row["occurrence_id"], job_id=row["job_id"],
-                                 fire_at=row["fire_at"], attempt=row["attempt"], payload=row["payload"],
-                                 engine=self.engine)
-                held = Held(ctx, row["handler"], Lease(cfg.lease, sent_at), row["dispatched_at"], sent_at,
-                            time.monotonic())
+            for token, occurrence_id, job_id, fire_at, attempt, handler, payload, dispatched_at, _ in rows:
+                ctx = JobContext(token=token, occurrence_id=occurrence_id, job_id=job_id, fire_at=fire_at,
+                                 attempt=attempt, payload=payload, engine=self.engine)
+                held = Held(ctx, handler, Lease(cfg.lease, sent_at), dispatched_at, sent_at, time.monotonic())
                 self.held[ctx.token] = held
                 claimed.append(held)
         return claimed
@@ -265,10 +262,10 @@ class Worker:
                 started = [self.held[t].started_at for t in tokens]
             sent_at = time.monotonic()
             try:
-                with self.calls.connect() as conn:
+                with db.driver_connection(self.calls) as conn:
                     answers = conn.execute(HEARTBEAT_SQL, {
                         "worker": cfg.worker_id, "tokens": tokens, "started": started,
-                        "lease": cfg.lease, "clock": processes.wall_now()}).all()
+                        "lease": cfg.lease, "clock": processes.wall_now()}).fetchall()
             except Exception as exc:
                 down = processes.database_down(exc)
                 log.warning("heartbeat failed (%d attempts held%s): %s", len(tokens),
@@ -355,7 +352,7 @@ class Worker:
             started = [self.held[token].started_at for token, _, _ in batch]
             distrusted = [self.held[token] for token, _, _ in batch if self.held[token].distrusted]
         try:
-            with self.calls.connect() as conn:
+            with db.driver_connection(self.calls) as conn:
                 if distrusted:  # the evidence first: a completion may be refused, the report of distrust is kept
                     conn.execute(DISTRUST_SQL, {
                         "worker": self.config.worker_id, "tokens": [h.ctx.token for h in distrusted],
@@ -364,7 +361,7 @@ class Worker:
                         "stopped": [h.returned_at and h.on_database_clock_by(h.returned_at) for h in distrusted]})
                 answers = conn.execute(COMPLETE_SQL, {
                     "tokens": [b[0] for b in batch], "ok": [b[1] for b in batch],
-                    "errors": [b[2] for b in batch], "started": started}).all()
+                    "errors": [b[2] for b in batch], "started": started}).fetchall()
         except Exception as exc:
             log.warning("completion of %d attempts not sent yet: %s", len(batch), processes.describe_error(exc))
             return False
