@@ -138,3 +138,29 @@ def test_section_8_says_what_breaks_first_from_the_measured_run(tmp_path, monkey
     said = " ".join(design_doc.render_reference_design().split())
     assert "At 3,000/s p99 fire lag was 878 ms against the 100 ms limit." in said
     assert "in the order the measurements give: make an execution touch fewer index entries" in said
+
+
+def test_the_load_tests_page_renders_the_poll_period_trade_from_the_results_file(tmp_path, monkeypatch):
+    from d2kit.site import design_doc
+
+    def run(lag, cpu):
+        return {"p99_lag_ms": lag, "our_cpu_percent": cpu, "claims_per_execution": 0.3, "lost_occurrences": 0}
+
+    poll = {"offered_per_second": 833, "seconds": 45, "rounds": 3, "cluster": {"poll_seconds": 0.005},
+            "periods": [{"poll_seconds": 0.005, "median": {"p99_lag_ms": 7.4, "our_cpu_percent": 38.2,
+                                                          "claims_per_execution": 0.362},
+                         "lost_occurrences": 0, "runs": [run(7.1, 37.0), run(7.4, 38.2), run(9.9, 40.1)]},
+                        {"poll_seconds": 0.05, "median": {"p99_lag_ms": 61.0, "our_cpu_percent": 24.0,
+                                                         "claims_per_execution": 0.048},
+                         "lost_occurrences": 0, "runs": [run(61.0, 24.0), run(58.2, 23.5), run(64.8, 24.9)]}]}
+    path = tmp_path / "latest.json"
+    path.write_text(json.dumps({"bench": {"poll_period": poll}}))
+    monkeypatch.setattr(design_doc, "LOAD_RESULTS", path)
+    section = design_doc.render("load-tests.md.j2", site=True).split(
+        "## What the poll period costs at the peak", 1)[1].split("\n## ", 1)[0]
+    assert "| 5 ms | 7.4 (7.1–9.9) | 38.2 (37.0–40.1) | 0.362 | 0 |" in section
+    assert "| 50 ms | 61.0 (58.2–64.8) | 24.0 (23.5–24.9) | 0.048 | 0 |" in section
+    assert "medians of\n3 alternating rounds" in section
+
+    path.write_text(json.dumps({"bench": {}}))
+    assert "Not measured yet: `d2kit bench run --only poll_period`" in design_doc.render("load-tests.md.j2")

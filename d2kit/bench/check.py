@@ -14,6 +14,7 @@ from typing import Any
 
 from d2kit import capacity
 from d2kit.bench import results as result_files
+from d2kit.bench.harness import our_cpu_percent
 
 # The goals of issue 18: ten times the design's peak on one machine, a quarter of it at peak, and 1.5x the
 # simplest peer's throughput with its fire lag no worse.
@@ -44,11 +45,6 @@ def _get(data: Any, *path: str) -> Any:
             return None
         data = data[key]
     return data
-
-
-def _our_cpu(cpu: dict[str, float] | None) -> float | None:
-    """CPU of our processes and PostgreSQL, as % of the machine: other users of a shared machine left out."""
-    return None if not cpu else round(sum(v for k, v in cpu.items() if k not in ("machine", "other_processes")), 1)
 
 
 def _verdict(ok: bool | None) -> str:
@@ -91,7 +87,7 @@ def rows(results: dict[str, Any], scale: dict[str, Any] | None = None) -> list[R
                    _verdict(None if p99 is None else p99 <= LAG_GOAL_MS), "bench.sustained"))
 
     cpu = _get(sustained, "cpu_percent")
-    ours = _our_cpu(cpu)
+    ours = our_cpu_percent(cpu)
     out.append(Row("CPU at peak, all our processes + PostgreSQL", f"<= {CPU_GOAL_PERCENT:.0f}% of the machine",
                    "not measured" if ours is None else f"{ours}% (machine incl. other users: {cpu.get('machine')}%)",
                    _verdict(None if ours is None else ours <= CPU_GOAL_PERCENT), "bench.sustained"))
@@ -209,7 +205,7 @@ def _history_rows(history: dict[str, Any], peak: float) -> list[Row]:
     """The record grows without slowing the hot path: the peak goals met while the archiver moves every execution
     out of the queue, and a day of history dropped rather than deleted row by row."""
     run = history.get("at_peak") or {}
-    p99, ours = _get(run, "fire_lag_ms", "p99"), _our_cpu(run.get("cpu_percent"))
+    p99, ours = _get(run, "fire_lag_ms", "p99"), our_cpu_percent(run.get("cpu_percent"))
     after = run.get("archive_after_seconds")
     ok = None if p99 is None or ours is None or after is None else (
         run.get("executions_per_second", 0) >= 0.99 * peak and not run.get("backlog_growing", True)

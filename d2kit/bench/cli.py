@@ -22,8 +22,8 @@ bench_app = typer.Typer(help="Benchmarks on this machine: sustained peak, maximu
                              "drain, batch curve, held snapshot, table size, history and retention, and the peers "
                              "(pgqueuer, procrastinate).", no_args_is_help=True)
 
-PARTS = ("sustained", "drain", "batch_curve", "max_rate", "profile", "held_snapshot", "scale", "history", "spike",
-         "skipped_rows", "peers")
+PARTS = ("sustained", "drain", "batch_curve", "max_rate", "profile", "poll_period", "held_snapshot", "scale", "history",
+         "spike", "skipped_rows", "peers")
 PROFILE_RATE_WITHOUT_MAX_RATE = 2_000.0  # the profile runs at the measured maximum rate; this until there is one
 
 
@@ -59,6 +59,9 @@ class Plan:
     spike_spread_seconds: int
     skipped_jobs: int
     profile_seconds: float
+    poll_periods: tuple[float, ...]
+    poll_seconds_each: float
+    poll_rounds: int
 
 
 FULL = Plan(sustained_seconds=300, backlog=50_000, drain_rounds=3, curve_batches=(1, 8, 32, 64),
@@ -67,13 +70,16 @@ FULL = Plan(sustained_seconds=300, backlog=50_000, drain_rounds=3, curve_batches
             scale_large=10_000_000, scale_history=1_000_000, scale_backlog=20_000, history_seconds=300,
             history_archive_after_seconds=10, history_rows=1_000_000, peer_rounds=3,
             peer_lag_seconds=30, peer_saturate_seconds=20, peer_backlog=20_000, spike_jobs=50_000,
-            spike_spread_seconds=60, skipped_jobs=40_000, profile_seconds=60)
+            spike_spread_seconds=60, skipped_jobs=40_000, profile_seconds=60,
+            # 50 ms is the worker's own default (reference_impl/cli.py); 5 ms is the bench's (harness.ClusterShape).
+            poll_periods=(0.005, 0.01, 0.02, 0.05), poll_seconds_each=45, poll_rounds=3)
 QUICK = Plan(sustained_seconds=15, backlog=5_000, drain_rounds=1, curve_batches=(1, 64), curve_workers=(1, 2),
              curve_backlog=2_000, rates=(833, 2_000), step_seconds=8, hold_after_seconds=5, hold_seconds=8,
              hold_total_seconds=20, scale_small=1_000, scale_large=100_000, scale_history=10_000,
              scale_backlog=2_000, history_seconds=15, history_archive_after_seconds=2, history_rows=20_000,
              peer_rounds=1, peer_lag_seconds=8, peer_saturate_seconds=6, peer_backlog=2_000, spike_jobs=2_000,
-             spike_spread_seconds=10, skipped_jobs=2_000, profile_seconds=8)
+             spike_spread_seconds=10, skipped_jobs=2_000, profile_seconds=8,
+             poll_periods=(0.005, 0.05), poll_seconds_each=8, poll_rounds=1)
 
 
 @contextmanager
@@ -111,6 +117,10 @@ def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> 
             "max_sustainable_per_second") or PROFILE_RATE_WITHOUT_MAX_RATE
         yield "profile", {"profile": scenarios.sustained(shape, rate, plan.profile_seconds, with_profile=True,
                                                          progress=progress)}
+    if "poll_period" in parts:
+        yield "poll_period", {"poll_period": scenarios.poll_period(shape, list(plan.poll_periods), 833,
+                                                                   plan.poll_seconds_each, plan.poll_rounds,
+                                                                   progress=progress)}
     if "held_snapshot" in parts:
         snapshot = scenarios.HeldSnapshot(after_seconds=plan.hold_after_seconds, hold_seconds=plan.hold_seconds)
         yield "held_snapshot", {"held_snapshot": scenarios.sustained(shape, 833, plan.hold_total_seconds,

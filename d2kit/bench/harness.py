@@ -242,6 +242,11 @@ class ProcessMeter:
         return result
 
 
+def our_cpu_percent(cpu: dict[str, float] | None) -> float | None:
+    """CPU of our processes and PostgreSQL, as % of the machine: other users of a shared machine left out."""
+    return None if not cpu else round(sum(v for k, v in cpu.items() if k not in ("machine", "other_processes")), 1)
+
+
 def machine() -> dict[str, object]:
     """The machine the numbers were measured on."""
     model = "unknown"

@@ -5,7 +5,7 @@
     {"load":  {measured_at, command, machine, api_latency_ms, submissions_per_second, executions_per_second,
                fire_lag_ms {p50,p95,p99,max}, errors, lost_occurrences, cpu_percent, peak_rss_mb, ...},
      "bench": {measured_at, command, machine, duration_seconds, sustained {...}, max_rate {...}, drain {...},
-               batch_curve [...], held_snapshot {...}, scale {...}, peers {...}, goals [...]},
+               batch_curve [...], poll_period {...}, held_snapshot {...}, scale {...}, peers {...}, goals [...]},
      "summary": {throughput_per_second, dispatch_per_process_per_second, start_delay_p99_ms, claim_transaction_ms}}
 
 Each section is replaced only by a run of its own kind, so ``make load`` keeps the last bench and vice versa.

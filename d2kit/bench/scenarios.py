@@ -5,10 +5,12 @@
 * ``max_rate``    -- offered rate stepped up until p99 fire lag exceeds the limit or the backlog grows.
 * ``drain``       -- a backlog of overdue occurrences appears at once: executions/s until it is gone.
 * ``batch_curve`` -- drain rate for each claim batch size x worker-process count.
+* ``poll_period`` -- the peak offered with each worker poll period: what a shorter fire lag costs in CPU.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from collections.abc import Callable
@@ -241,6 +243,30 @@ def batch_curve(base: ClusterShape, batches: list[int], worker_counts: list[int]
                            "executions_per_second": result["executions_per_second"],
                            "lost_occurrences": result["lost_occurrences"]})
     return points
+
+
+def poll_period(base: ClusterShape, periods: list[float], rate: float, seconds: float, rounds: int,
+                progress: Progress = quiet) -> dict[str, Any]:
+    """``rate`` offered with each worker poll period in turn, ``rounds`` times over (alternating, so the machine's
+    drift hits every period alike). At the peak nearly every poll finds work, so the period sets both the fire
+    lag (a due row waits up to one period) and the number of claim round trips per execution; this measures the
+    trade, so that the period is chosen from it."""
+    runs: dict[float, list[dict[str, Any]]] = {period: [] for period in periods}
+    for round_number in range(1, rounds + 1):
+        for period in periods:
+            progress(f"poll period {period * 1000:g} ms, round {round_number} of {rounds}")
+            run = sustained(dataclasses.replace(base, poll_seconds=period), rate, seconds, progress=progress)
+            runs[period].append({
+                "p99_lag_ms": run["fire_lag_ms"]["p99"], "our_cpu_percent": harness.our_cpu_percent(run["cpu_percent"]),
+                "cpu_percent": run["cpu_percent"], "executions_per_second": run["executions_per_second"],
+                "claims_per_execution": run["cost_per_execution"]["calls"].get("d2_claim"),
+                "lost_occurrences": run["lost_occurrences"], "backlog_growing": run["backlog_growing"]})
+    return {"offered_per_second": rate, "seconds": seconds, "rounds": rounds, "cluster": base.describe(),
+            "periods": [{"poll_seconds": period,
+                         "median": {key: median_of([r[key] for r in runs[period]])
+                                    for key in ("p99_lag_ms", "our_cpu_percent", "claims_per_execution")},
+                         "lost_occurrences": sum(r["lost_occurrences"] for r in runs[period]),
+                         "runs": runs[period]} for period in periods]}
 
 
 def median_of(values: list[float | None]) -> float | None:
