@@ -164,3 +164,20 @@ def test_the_load_tests_page_renders_the_poll_period_trade_from_the_results_file
 
     path.write_text(json.dumps({"bench": {}}))
     assert "Not measured yet: `d2kit bench run --only poll_period`" in design_doc.render("load-tests.md.j2")
+
+
+def test_section_8_prices_the_poll_period_from_the_measured_run(tmp_path, monkeypatch):
+    from d2kit.site import design_doc
+
+    periods = [{"poll_seconds": seconds, "median": {"p99_lag_ms": lag, "our_cpu_percent": cpu}}
+               for seconds, lag, cpu in ((0.005, 10.4, 51.7), (0.05, 54.5, 22.3))]
+    path = tmp_path / "latest.json"
+    path.write_text(json.dumps({"bench": {"poll_period": {"offered_per_second": 833, "rounds": 3,
+                                                          "periods": periods}}}))
+    monkeypatch.setattr(design_doc, "LOAD_RESULTS", path)
+    said = " ".join(design_doc.render_reference_design().split("## 8.", 1)[1].split("\n## ", 1)[0].split())
+    assert ("5 ms gave p99 fire lag 10.4 ms for 51.7% of the machine, 50 ms gave p99 fire lag 54.5 ms for 22.3% "
+            "of the machine") in said
+
+    path.write_text(json.dumps({"bench": {}}))
+    assert "its period is a price" not in design_doc.render_reference_design()

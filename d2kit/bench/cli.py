@@ -173,7 +173,7 @@ def bench_run(
     save: bool = typer.Option(True, "--save/--no-save", help="Merge the results into load/results/latest.json."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:
-    """Run the benchmarks (full: about 50 minutes on 2 cores; --quick: a few minutes) and record the results.
+    """Run the benchmarks (full: about an hour on 2 cores; --quick: a few minutes) and record the results.
 
     Every part starts a fresh scratch database and real scheduler/worker processes; numbers are read back from
     the recorded history. Parts run one after another, never two at once, on the embedded PostgreSQL (or
