@@ -29,8 +29,9 @@ RESULTS_PATH = CALIBRATION_DIR / "results.json"
 @dataclass(frozen=True)
 class AttemptResult:
     name: str
-    score: float
+    score: float  # the reported (calibrated) total
     band: tuple[float, float]
+    raw: float  # the raw rubric points it came from: what calibrated_total's map is refitted on once retired
 
     @property
     def midpoint(self) -> float:
@@ -58,7 +59,8 @@ class HalfFigures:
 
     def summary(self) -> dict:
         figures = asdict(self)
-        figures["results"] = [{"name": r.name, "score": r.score, "band": list(r.band)} for r in self.results]
+        figures["results"] = [{"name": r.name, "score": r.score, "band": list(r.band), "raw": r.raw}
+                              for r in self.results]
         return figures
 
 
@@ -95,7 +97,8 @@ def measure(half_dir: Path, with_layouts: bool = False) -> HalfFigures:
     from d2kit.scoring.scorer import score_file  # the scorer reads this module's results for its report
 
     bands = sorted(load_bands(half_dir).items())
-    results = tuple(AttemptResult(name, score_file(half_dir / name).total, band) for name, band in bands)
+    reports = {name: score_file(half_dir / name) for name, _ in bands}
+    results = tuple(AttemptResult(name, reports[name].total, band, reports[name].raw_total) for name, band in bands)
     errors = [r.error for r in results]
     return HalfFigures(
         half=half_dir.name,
