@@ -37,6 +37,11 @@ def per_second(per_minute: float) -> float:
     return per_minute / 60
 
 
+def peak_rate(scale: Mapping[str, Any] | None = None) -> int:
+    """The design's peak in whole executions/s (50,000 a minute -> 833): the rate the benchmarks offer."""
+    return round(per_second((scale or load_scale())["workload"]["peak_executions_per_minute"]))
+
+
 def concurrency(rate_per_second: float, mean_seconds: float) -> float:
     """Little's law: jobs in flight = arrival rate x time each spends in flight."""
     return rate_per_second * mean_seconds

@@ -154,13 +154,14 @@ def test_the_load_tests_page_renders_the_poll_period_trade_from_the_results_file
                                                          "claims_per_execution": 0.048},
                          "lost_occurrences": 0, "runs": [run(61.0, 24.0), run(58.2, 23.5), run(64.8, 24.9)]}]}
     path = tmp_path / "latest.json"
-    path.write_text(json.dumps({"bench": {"poll_period": poll}}))
+    path.write_text(json.dumps({"bench": {"poll_period": poll, "sustained": {"cluster": {"poll_seconds": 0.02}}}}))
     monkeypatch.setattr(design_doc, "LOAD_RESULTS", path)
     section = design_doc.render("load-tests.md.j2", site=True).split(
         "## What the poll period costs at the peak", 1)[1].split("\n## ", 1)[0]
     assert "| 5 ms | 7.4 (7.1–9.9) | 38.2 (37.0–40.1) | 0.362 | 0 |" in section
     assert "| 50 ms | 61.0 (58.2–64.8) | 24.0 (23.5–24.9) | 0.048 | 0 |" in section
     assert "medians of\n3 alternating rounds" in section
+    assert "the sustained part ran at 20 ms" in " ".join(section.split())
 
     path.write_text(json.dumps({"bench": {}}))
     assert "Not measured yet: `d2kit bench run --only poll_period`" in design_doc.render("load-tests.md.j2")

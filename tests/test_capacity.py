@@ -34,6 +34,11 @@ def test_per_second_and_littles_law():
     assert capacity.concurrency(829.2, 2) == pytest.approx(1658.4)
 
 
+def test_the_benchmarks_offer_the_scale_files_peak_in_whole_executions():
+    assert capacity.peak_rate() == 833
+    assert capacity.peak_rate({"workload": {"peak_executions_per_minute": 60_000}}) == 1000
+
+
 def test_processes_round_up_after_headroom():
     assert capacity.processes_for(1658.3, 32, 1.5) == 78  # 77.7 -> 78: never provision a fraction short
     assert capacity.processes_for(100, 100, 1.0) == 1

@@ -74,7 +74,7 @@ def run_peer(system: str, mode: str, shape: ClusterShape, **options: float) -> d
 def _ours(mode: str, shape: ClusterShape, lag_seconds: float, saturate_seconds: float, backlog: int,
           progress: Progress) -> dict[str, Any]:
     if mode == "lag":
-        return scenarios.sustained(shape, 833, lag_seconds, progress=progress)
+        return scenarios.sustained(shape, scenarios.PEAK_RATE, lag_seconds, progress=progress)
     if mode == "saturate":
         return scenarios.saturate(shape, saturate_seconds, progress=progress)
     return scenarios.drain(shape, backlog, progress=progress)
@@ -93,8 +93,8 @@ def compare(shape: ClusterShape, rounds: int = 3, lag_seconds: float = 30, satur
                 if system == "ours":
                     result = _ours(mode, shape, lag_seconds, saturate_seconds, backlog, progress)
                 else:
-                    options = {"lag": {"rate": 833, "seconds": lag_seconds}, "saturate": {"seconds": saturate_seconds},
-                               "drain": {"backlog": backlog}}[mode]
+                    options = {"lag": {"rate": scenarios.PEAK_RATE, "seconds": lag_seconds},
+                               "saturate": {"seconds": saturate_seconds}, "drain": {"backlog": backlog}}[mode]
                     result = run_peer(system, mode, shape, **options)
                 value = result["fire_lag_ms"]["p99"] if mode == "lag" else result["executions_per_second"]
                 raw[system][metric].append(value)

@@ -20,10 +20,12 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
+from d2kit import capacity
 from d2kit.bench import harness
 from d2kit.bench.harness import ClusterShape, Progress, quiet
 from d2kit.bench.profile import PythonProfile
 
+PEAK_RATE = capacity.peak_rate()     # the design's peak, executions/s: what the parts offer
 LAG_LIMIT_MS = 100.0          # the fire-lag goal: p99 scheduled time -> handler start
 WARMUP_SECONDS = 3.0          # the first seconds of a run are process start-up, not the steady state
 DRAIN_TIMEOUT_SECONDS = 300.0
