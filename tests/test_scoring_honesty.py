@@ -999,3 +999,15 @@ def test_a_mechanism_argued_away_earns_nothing_from_sentences_that_describe_it(d
     assert _check(_section(6, described), "lease_fencing").points > 0
     check = _check(_section(6, dismissal) + _section(6, described), "lease_fencing")
     assert check.points == 0 and any("says it has no leases" in m for m in check.missing), check.missing
+
+
+# -- thirteenth change: a dismissal denies what it argues away, not the design's own choice ------------
+
+@pytest.mark.parametrize("dismissal", [
+    "Leases are overkill here, so we use a fencing token the store checks.",
+    "We use a fencing token because leases are overkill at our size.",
+])
+def test_a_dismissal_does_not_deny_the_mechanism_the_candidate_chose(dismissal: str):
+    from d2kit.scoring import contradictions
+    denied = contradictions.denials(parse(_section(6, dismissal)))
+    assert "leases" in denied and "fencing tokens" not in denied, denied
