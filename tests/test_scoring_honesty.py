@@ -1011,3 +1011,15 @@ def test_a_dismissal_does_not_deny_the_mechanism_the_candidate_chose(dismissal: 
     from d2kit.scoring import contradictions
     denied = contradictions.denials(parse(_section(6, dismissal)))
     assert "leases" in denied and "fencing tokens" not in denied, denied
+
+
+# -- thirteenth change: follow-up 1 asks about a worker's lease, not the leader's ------------------------
+
+@pytest.mark.parametrize("leaders", [
+    "The leader holds a 10 s lease in etcd and refreshes it every 3 s.",
+    "If the leader dies, its etcd lease expires after 10 s and a follower takes over.",
+])
+def test_the_leaders_lease_earns_nothing_on_the_partitioned_worker_question(leaders: str):
+    workers = "Each worker holds a 30 s lease on its run and renews it every 10 s; if it stops, the lease expires."
+    assert _check(_section(6, workers), "lease_fencing").points == 3
+    assert _check(_section(6, leaders), "lease_fencing").points == 0

@@ -304,12 +304,27 @@ def _unless_denied(doc: Document, mechanism: str, units: list[Unit]) -> tuple[li
     return [], [f"the design says it has no {mechanism} (line {denied.line}: \"{denied.text}\")"]
 
 
+# A lease the leader or the election holds ("the leader holds a 10 s lease in etcd", "etcd lease expires after
+# 10 s; a follower takes over"): the replicas' question (follow-up 2), not a partitioned worker's (follow-up 1).
+LEADER = pattern(r"\bleader\w*", r"\belect\w*", r"\bfollower", r"\bmaster\b", r"\bprimary\b",
+                 r"\bcoordinator", r"\bscheduler replicas?\b")
+WORK_HOLDER = pattern(r"\b(workers?|jobs?|runs?|executions?|tasks?|claims?|attempts?|consumers?|executors?|"
+                      r"messages?|occurrences?)\b")
+
+
+def _a_workers_lease(unit: Unit) -> bool:
+    """The unit has a lease sentence that is not only the leader's."""
+    return any(LEASE.search(sentence) and not (LEADER.search(sentence) and not WORK_HOLDER.search(sentence))
+               for _, sentence in unit.statements())
+
+
 def lease_fencing(doc: Document) -> Finding:
     designed = _designed(doc)
     lease_units, lease_denied = _unless_denied(doc, "leases", designed)
     units, token_denied = _unless_denied(doc, "fencing tokens", designed)
     finding = combine([
-        (3 / 8, component(lease_units, LEASE, "no worker lease or heartbeat that expires", also=LIVENESS)),
+        (3 / 8, component([u for u in lease_units if _a_workers_lease(u)], LEASE,
+                          "no worker lease or heartbeat that expires", also=LIVENESS)),
         (2 / 8, component(units, FENCING, "no fencing token per attempt")),
         (1.5 / 8, component(units, FENCING, "the fencing token is not checked on completion or on any write",
                             also=both(FENCE_CHECK, WRITE_PATH), unless=NOT_THE_STORES_CHECK)),
