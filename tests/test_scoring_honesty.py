@@ -1023,3 +1023,17 @@ def test_the_leaders_lease_earns_nothing_on_the_partitioned_worker_question(lead
     workers = "Each worker holds a 30 s lease on its run and renews it every 10 s; if it stops, the lease expires."
     assert _check(_section(6, workers), "lease_fencing").points == 3
     assert _check(_section(6, leaders), "lease_fencing").points == 0
+
+
+# -- thirteenth change: the delivery limit in the words practitioners use --------------------------------
+
+@pytest.mark.parametrize("limit", [
+    "The scheduler can't make a side-effecting job happen exactly once: a worker can crash after the work.",
+    "Exactly-once of a side-effecting job isn't something the scheduler can promise on its own.",
+    "A worker can die after the work and before reporting, so running a job twice must be harmless.",
+    "If the job needs its effects once, the job has to dedupe on the run id we pass it.",
+])
+def test_the_delivery_limit_said_in_plain_words_earns_the_limit(limit: str):
+    chosen = "We choose at-least-once delivery for every job."
+    assert _check(_section(1, chosen), "delivery_semantics").points == 2
+    assert _check(_section(1, f"{chosen} {limit}"), "delivery_semantics").points == 4

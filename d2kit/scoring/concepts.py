@@ -40,6 +40,18 @@ DELIVERY_LIMIT = pattern(
     r"\b(make|makes|making) (a |the )?(repeats?|duplicates?|retr(y|ies)|re-?runs?|second runs?) harmless",
     # "No engine can make a side-effecting job exactly-once": the limit, said by denying the promise.
     r"\b(no|nothing|nobody|no one)\b (\w+ ){0,3}(can|could|will) (\w+\W+){0,5}exactly[- ]once",
+    # The same limit in the words practitioners use for it: the system says what it cannot make happen once
+    # ("the scheduler can't make a side-effecting job happen exactly once", "exactly-once isn't something the
+    # scheduler can promise"), or what the job does instead ("the job has to dedupe on the run id", "handlers must be
+    # idempotent", "running it twice is harmless").
+    r"\b(can'?t|cannot|can ?not|won'?t|will not|doesn'?t|does not)\b (\w+ ){0,2}(make|promise|guarantee|give|offer|"
+    r"provide|deliver|ensure)\b.{0,60}\b(exactly|only)[- ]once",
+    r"exactly[- ]once\b.{0,80}(\bnot|n'?t) (something|a thing|a promise|a property)\b.{0,40}\b(can|could) (promise|"
+    r"guarantee|give|offer|provide)",
+    r"\b(running|run|runs|doing|executing|firing|re-?running) (it |them |a job |the job |jobs )?(twice|again|more than "
+    r"once)\b.{0,20}\b(is|are|must be|should be|has to be|stays?) (harmless|safe|a no-?op)",
+    r"\b(job|handler|task|consumer|sink|downstream)s?\b.{0,40}\b(has to|have to|must|needs? to|should)\b.{0,10}\b"
+    r"(dedupe?|deduplicate|be idempotent)",
 )
 
 LATENCY = pattern(r"\blate\b", r"latency", r"lateness", r"\bon time\b", r"start(s|ed)? within", r"fires? within",
