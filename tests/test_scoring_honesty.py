@@ -999,3 +999,41 @@ def test_a_mechanism_argued_away_earns_nothing_from_sentences_that_describe_it(d
     assert _check(_section(6, described), "lease_fencing").points > 0
     check = _check(_section(6, dismissal) + _section(6, described), "lease_fencing")
     assert check.points == 0 and any("says it has no leases" in m for m in check.missing), check.missing
+
+
+# -- thirteenth change: a dismissal denies what it argues away, not the design's own choice ------------
+
+@pytest.mark.parametrize("dismissal", [
+    "Leases are overkill here, so we use a fencing token the store checks.",
+    "We use a fencing token because leases are overkill at our size.",
+])
+def test_a_dismissal_does_not_deny_the_mechanism_the_candidate_chose(dismissal: str):
+    from d2kit.scoring import contradictions
+    denied = contradictions.denials(parse(_section(6, dismissal)))
+    assert "leases" in denied and "fencing tokens" not in denied, denied
+
+
+# -- thirteenth change: follow-up 1 asks about a worker's lease, not the leader's ------------------------
+
+@pytest.mark.parametrize("leaders", [
+    "The leader holds a 10 s lease in etcd and refreshes it every 3 s.",
+    "If the leader dies, its etcd lease expires after 10 s and a follower takes over.",
+])
+def test_the_leaders_lease_earns_nothing_on_the_partitioned_worker_question(leaders: str):
+    workers = "Each worker holds a 30 s lease on its run and renews it every 10 s; if it stops, the lease expires."
+    assert _check(_section(6, workers), "lease_fencing").points == 3
+    assert _check(_section(6, leaders), "lease_fencing").points == 0
+
+
+# -- thirteenth change: the delivery limit in the words practitioners use --------------------------------
+
+@pytest.mark.parametrize("limit", [
+    "The scheduler can't make a side-effecting job happen exactly once: a worker can crash after the work.",
+    "Exactly-once of a side-effecting job isn't something the scheduler can promise on its own.",
+    "A worker can die after the work and before reporting, so running a job twice must be harmless.",
+    "If the job needs its effects once, the job has to dedupe on the run id we pass it.",
+])
+def test_the_delivery_limit_said_in_plain_words_earns_the_limit(limit: str):
+    chosen = "We choose at-least-once delivery for every job."
+    assert _check(_section(1, chosen), "delivery_semantics").points == 2
+    assert _check(_section(1, f"{chosen} {limit}"), "delivery_semantics").points == 4

@@ -40,6 +40,18 @@ DELIVERY_LIMIT = pattern(
     r"\b(make|makes|making) (a |the )?(repeats?|duplicates?|retr(y|ies)|re-?runs?|second runs?) harmless",
     # "No engine can make a side-effecting job exactly-once": the limit, said by denying the promise.
     r"\b(no|nothing|nobody|no one)\b (\w+ ){0,3}(can|could|will) (\w+\W+){0,5}exactly[- ]once",
+    # The same limit in the words practitioners use for it: the system says what it cannot make happen once
+    # ("the scheduler can't make a side-effecting job happen exactly once", "exactly-once isn't something the
+    # scheduler can promise"), or what the job does instead ("the job has to dedupe on the run id", "handlers must be
+    # idempotent", "running it twice is harmless").
+    r"\b(can'?t|cannot|can ?not|won'?t|will not|doesn'?t|does not)\b (\w+ ){0,2}(make|promise|guarantee|give|offer|"
+    r"provide|deliver|ensure)\b.{0,60}\b(exactly|only)[- ]once",
+    r"exactly[- ]once\b.{0,80}(\bnot|n'?t) (something|a thing|a promise|a property)\b.{0,40}\b(can|could) (promise|"
+    r"guarantee|give|offer|provide)",
+    r"\b(running|run|runs|doing|executing|firing|re-?running) (it |them |a job |the job |jobs )?(twice|again|more than "
+    r"once)\b.{0,20}\b(is|are|must be|should be|has to be|stays?) (harmless|safe|a no-?op)",
+    r"\b(job|handler|task|consumer|sink|downstream)s?\b.{0,40}\b(has to|have to|must|needs? to|should)\b.{0,10}\b"
+    r"(dedupe?|deduplicate|be idempotent)",
 )
 
 LATENCY = pattern(r"\blate\b", r"latency", r"lateness", r"\bon time\b", r"start(s|ed)? within", r"fires? within",
@@ -304,12 +316,27 @@ def _unless_denied(doc: Document, mechanism: str, units: list[Unit]) -> tuple[li
     return [], [f"the design says it has no {mechanism} (line {denied.line}: \"{denied.text}\")"]
 
 
+# A lease the leader or the election holds ("the leader holds a 10 s lease in etcd", "etcd lease expires after
+# 10 s; a follower takes over"): the replicas' question (follow-up 2), not a partitioned worker's (follow-up 1).
+LEADER = pattern(r"\bleader\w*", r"\belect\w*", r"\bfollower", r"\bmaster\b", r"\bprimary\b",
+                 r"\bcoordinator", r"\bscheduler replicas?\b")
+WORK_HOLDER = pattern(r"\b(workers?|jobs?|runs?|executions?|tasks?|claims?|attempts?|consumers?|executors?|"
+                      r"messages?|occurrences?)\b")
+
+
+def _a_workers_lease(unit: Unit) -> bool:
+    """The unit has a lease sentence that is not only the leader's."""
+    return any(LEASE.search(sentence) and not (LEADER.search(sentence) and not WORK_HOLDER.search(sentence))
+               for _, sentence in unit.statements())
+
+
 def lease_fencing(doc: Document) -> Finding:
     designed = _designed(doc)
     lease_units, lease_denied = _unless_denied(doc, "leases", designed)
     units, token_denied = _unless_denied(doc, "fencing tokens", designed)
     finding = combine([
-        (3 / 8, component(lease_units, LEASE, "no worker lease or heartbeat that expires", also=LIVENESS)),
+        (3 / 8, component([u for u in lease_units if _a_workers_lease(u)], LEASE,
+                          "no worker lease or heartbeat that expires", also=LIVENESS)),
         (2 / 8, component(units, FENCING, "no fencing token per attempt")),
         (1.5 / 8, component(units, FENCING, "the fencing token is not checked on completion or on any write",
                             also=both(FENCE_CHECK, WRITE_PATH), unless=NOT_THE_STORES_CHECK)),

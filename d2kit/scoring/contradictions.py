@@ -114,8 +114,24 @@ DISMISSAL = pattern(r"\bonly (exists?|arises?|matters?|needed|necessary|required
 ABILITY_AFTER = re.compile(r"^\s*(\w+\s+)?(can|could|will|would|ever|alone|by itself)\b", re.I)
 
 
+# Where the argument stops and the design's own choice begins: "leases are overkill here, so we use a fencing
+# token", "we use a fencing token because leases are overkill". A dismissal denies only what it shares a stretch
+# of the sentence with, none of these between them.
+STANCE_BREAK = re.compile(r"[;:\u2014]|\s-\s|\b(so|but|instead|whereas|while|rather|therefore|hence|because|since|"
+                          r"we (use|rely on|keep|have|add|take|hold|run|choose|pick|go with|want))\b", re.I)
+
+
+def _dismissed(sentence: str, start: int, end: int) -> bool:
+    """Whether a dismissal in ``sentence`` argues away the mention at sentence[start:end]."""
+    for match in DISMISSAL.finditer(sentence):
+        between = sentence[end:match.start()] if match.start() >= end else sentence[match.end():start]
+        if match.start() < end and match.end() > start or not STANCE_BREAK.search(between):
+            return True
+    return False
+
+
 def _denies(sentence: str, start: int, end: int) -> bool:
-    if AFTER.match(sentence[end:end + 80]) or DISMISSAL.search(sentence):
+    if AFTER.match(sentence[end:end + 80]) or _dismissed(sentence, start, end):
         return True
     return bool(DENIAL_BEFORE.search(sentence[max(0, start - 40):start])) and not ABILITY_AFTER.match(sentence[end:])
 
