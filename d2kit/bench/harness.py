@@ -155,7 +155,8 @@ class ClusterShape:
     claim_batch: int = 64
     # The poll period is most of the fire lag and, at the peak, most of the claim round trips (every poll finds a few
     # rows). 20 ms, from the poll_period part: at 833/s it is the shortest period measured that keeps the whole system
-    # near a quarter of the machine, with p99 lag still under pgqueuer's; 5 ms cost about twice the CPU for ~15 ms.
+    # under a quarter of the machine; 5 ms costs about twice the CPU for ~15 ms less p99 lag (which is what puts
+    # pgqueuer's lag ahead of ours in the peers part: no one period wins both there).
     poll_seconds: float = 0.02
     tenants: int = 10
     # How long finished executions stay in the queue tables; the history part shortens it to archive at peak.
