@@ -18,6 +18,9 @@ from rich.table import Table
 from d2kit import capacity
 
 console = Console()
+# The design's peak, executions/s: the rate the parts offer. scenarios.PEAK_RATE is the same for peers.py; scenarios
+# is imported only when a part runs, so that `d2kit --help` stays light.
+PEAK_RATE = capacity.peak_rate()
 load_app = typer.Typer(help="Load tests: Locust drives the real HTTP API while a cluster runs; check stated vs "
                             "measured.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks on this machine: sustained peak, maximum rate and where the time goes there, "
@@ -76,8 +79,7 @@ FULL = Plan(sustained_seconds=300, backlog=50_000, drain_rounds=3, curve_batches
             # 50 ms is the worker's own default (reference_impl/cli.py); 20 ms is the bench's (harness.ClusterShape).
             poll_periods=(0.005, 0.01, 0.02, 0.05), poll_seconds_each=45, poll_rounds=3)
 QUICK = Plan(sustained_seconds=15, backlog=5_000, drain_rounds=1, curve_batches=(1, 64), curve_workers=(1, 2),
-             curve_backlog=2_000, rates=(capacity.peak_rate(), 2_000), step_seconds=8, hold_after_seconds=5,
-             hold_seconds=8,
+             curve_backlog=2_000, rates=(PEAK_RATE, 2_000), step_seconds=8, hold_after_seconds=5, hold_seconds=8,
              hold_total_seconds=20, scale_small=1_000, scale_large=100_000, scale_history=10_000,
              scale_backlog=2_000, history_seconds=15, history_archive_after_seconds=2, history_rows=20_000,
              peer_rounds=1, peer_lag_seconds=8, peer_saturate_seconds=6, peer_backlog=2_000, spike_jobs=2_000,
@@ -103,7 +105,7 @@ def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> 
 
     shape = ClusterShape()
     if "sustained" in parts:
-        yield "sustained", {"sustained": scenarios.sustained(shape, scenarios.PEAK_RATE, plan.sustained_seconds,
+        yield "sustained", {"sustained": scenarios.sustained(shape, PEAK_RATE, plan.sustained_seconds,
                                                              with_series=True, progress=progress)}
     if "drain" in parts:
         yield "drain", {"drain": scenarios.drain(shape, plan.backlog, progress=progress, rounds=plan.drain_rounds)}
@@ -121,12 +123,12 @@ def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> 
         yield "profile", {"profile": scenarios.sustained(shape, rate, plan.profile_seconds, with_profile=True,
                                                          progress=progress)}
     if "poll_period" in parts:
-        yield "poll_period", {"poll_period": scenarios.poll_period(shape, list(plan.poll_periods), scenarios.PEAK_RATE,
+        yield "poll_period", {"poll_period": scenarios.poll_period(shape, list(plan.poll_periods), PEAK_RATE,
                                                                    plan.poll_seconds_each, plan.poll_rounds,
                                                                    progress=progress)}
     if "held_snapshot" in parts:
         snapshot = scenarios.HeldSnapshot(after_seconds=plan.hold_after_seconds, hold_seconds=plan.hold_seconds)
-        yield "held_snapshot", {"held_snapshot": scenarios.sustained(shape, scenarios.PEAK_RATE,
+        yield "held_snapshot", {"held_snapshot": scenarios.sustained(shape, PEAK_RATE,
                                                                      plan.hold_total_seconds, snapshot=snapshot,
                                                                      progress=progress)}
     if "scale" in parts:
@@ -134,7 +136,7 @@ def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> 
                                                plan.scale_backlog, progress=progress)}
     if "history" in parts:
         yield "history", {"history": {
-            "at_peak": history.at_peak(shape, scenarios.PEAK_RATE, plan.history_seconds,
+            "at_peak": history.at_peak(shape, PEAK_RATE, plan.history_seconds,
                                        plan.history_archive_after_seconds, progress=progress),
             "retention": history.retention(plan.history_rows, shape.tenants, progress=progress)}}
     if "spike" in parts:
@@ -237,7 +239,7 @@ def bench_score(
 
 def _print_peers(peers: dict[str, Any]) -> None:
     table = Table(title=f"Medians of {peers['rounds']} alternating round(s) -- {peers['method']}")
-    for col in ("system", "sustained exec/s", f"p99 lag ms at {capacity.peak_rate()}/s", "drain exec/s"):
+    for col in ("system", "sustained exec/s", f"p99 lag ms at {PEAK_RATE}/s", "drain exec/s"):
         table.add_column(col, justify="right")
     for system, m in peers["medians"].items():
         table.add_row(system, str(m["sustained"]), str(m["p99_lag_ms_at_833"]), str(m["drain"]))

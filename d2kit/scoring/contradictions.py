@@ -125,7 +125,7 @@ def _dismissed(sentence: str, start: int, end: int) -> bool:
     """Whether a dismissal in ``sentence`` argues away the mention at sentence[start:end]."""
     for match in DISMISSAL.finditer(sentence):
         between = sentence[end:match.start()] if match.start() >= end else sentence[match.end():start]
-        if match.start() < end and match.end() > start or not STANCE_BREAK.search(between):
+        if (match.start() < end and match.end() > start) or not STANCE_BREAK.search(between):
             return True
     return False
 
