@@ -65,7 +65,12 @@ class Drawing:
                 "appState": {"viewBackgroundColor": "#ffffff"}, "files": {}}
 
     def save(self, path: Path) -> Path:
-        path.write_text(json.dumps(self.scene()), encoding="utf-8")
+        # Written whole, then renamed into place, as a browser saving the scene does (Chromium writes a .crswap file
+        # and renames it): a plain write_text creates the file empty first, and a practice round polling a loaded
+        # machine once saw that empty file twice and counted it as a save of its own.
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(json.dumps(self.scene()), encoding="utf-8")
+        partial.replace(path)
         return path
 
 
