@@ -28,10 +28,10 @@ def _of_class(name: str) -> list[str]:
     return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
 
 
-# Floors at what the scorer reached after the thirteenth change (rubric/calibration/SPLIT.md): 185 of 230, mean error
-# 5.45 (183 and 5.49 when held-out v13 was folded in and the calibrated total refitted on v1-v13).
-MOST_MISSES = 45
-MOST_MEAN_ERROR = 5.45
+# Floors at what the scorer reached when held-out v14 was folded in (rubric/calibration/SPLIT.md): 192 of 246, mean
+# error 5.7 (185 of 230 and 5.45 after the thirteenth change, before the fold).
+MOST_MISSES = 54
+MOST_MEAN_ERROR = 5.7
 
 
 def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):
