@@ -436,6 +436,9 @@ def worker_run(
     heartbeat: float = typer.Option(None, help="Heartbeat period in seconds (default lease/3, at most 10)."),
     poll: float = typer.Option(0.05, help="Idle poll period in seconds."),
     batch: int = typer.Option(64, min=1, help="Max occurrences per claim."),
+    ahead: float = typer.Option(None, min=0, help="Claim ahead: also claim what comes due within this many seconds "
+                                                  "and start it on time (default two poll periods; 0: only what "
+                                                  "is due)."),
     max_abandoned: int = typer.Option(
         None, min=1, help="Abandoned (hung) handler threads still alive at which the worker finishes its other "
                           "handlers and exits with status 75 so its supervisor restarts it (default: a quarter "
@@ -446,7 +449,7 @@ def worker_run(
     from reference_impl.worker import Worker, WorkerConfig
 
     try:
-        config = WorkerConfig(process_id, pool, concurrency, lease, heartbeat, poll, batch,
+        config = WorkerConfig(process_id, pool, concurrency, lease, heartbeat, poll, batch, ahead,
                               max_abandoned=max_abandoned)
     except ValueError as exc:
         _fail(str(exc))

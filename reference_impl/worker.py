@@ -3,7 +3,9 @@
 These loops share one process; each round trip to the database is batched:
 
 * **claimer** (main thread) -- ``d2_claim`` for up to the free slots; polls every ``poll_seconds`` when
-  there is nothing ready, goes again at once when a batch came back full.
+  there is nothing ready, goes again at once when a batch came back full. It claims ahead: rows that come due
+  within ``claim_ahead`` (two poll periods by default) are claimed now and started at their ready time, so a job
+  starts on time rather than up to a poll period late (the claim in operations.sql says more).
 * **executor** -- ``concurrency`` handler threads, one per slot, each running the attempts handed to it one after
   another (started once: starting a thread per attempt made the claimer wait for every start, and cost more than a
   no-op handler); a finished handler queues its result. An attempt past its max runtime (the heartbeat answers
@@ -42,7 +44,7 @@ from reference_impl.lease import POOL_LEASE_SECONDS, SAFETY_MARGIN_FRACTION, Lea
 log = logging.getLogger("d2kit.worker")
 
 # psycopg's own placeholders: these go through db.driver_connection, not SQLAlchemy (see there why).
-CLAIM_SQL = "SELECT * FROM d2_claim(%(pool)s, %(worker)s, %(n)s, %(lease)s)"
+CLAIM_SQL = "SELECT * FROM d2_claim(%(pool)s, %(worker)s, %(n)s, %(lease)s, %(ahead)s)"
 HEARTBEAT_SQL = "SELECT * FROM d2_heartbeat(%(worker)s, %(tokens)s, %(started)s, %(lease)s, %(clock)s)"
 COMPLETE_SQL = "SELECT * FROM d2_complete(%(tokens)s, %(ok)s, %(errors)s, %(started)s)"
 DISTRUST_SQL = (
@@ -51,6 +53,9 @@ DISTRUST_SQL = (
     " CAST(%(distrusted)s AS timestamptz[]), CAST(%(stopped)s AS timestamptz[])) AS x (t, s, d, h)"
     " ON CONFLICT (token) DO NOTHING")
 RETRY_PAUSE_SECONDS = 0.5  # after a database error, before trying again
+# Claim what comes due within two poll periods: one is the wait before the next claim, the other covers that
+# claim's own round trip and the scheduling delays of a busy machine.
+CLAIM_AHEAD_POLLS = 2
 # The hung-handler drill's negative control only: the worker does not act on 'timeout', so a hung handler keeps its
 # slot (the database still ends the attempt timed_out once the lease it stops renewing runs out).
 IGNORE_MAX_RUNTIME = os.environ.get("D2KIT_UNSAFE_IGNORE_MAX_RUNTIME") == "1"
@@ -65,6 +70,7 @@ class Held:
     dispatched_at: datetime
     claim_sent: float  # monotonic time the claim was sent
     claimed_at: float  # monotonic time the claim returned
+    ready_at: datetime  # not before: the claim may hand over a row a little before it is due (claim ahead)
     started_at: datetime | None = None
     distrusted: tuple[str, float] | None = None  # why and when (monotonic) this worker stopped trusting the lease
     returned_at: float | None = None  # monotonic time the handler returned
@@ -77,6 +83,15 @@ class Held:
         """A monotonic moment of this process as an upper bound on the database clock: the claim's now() was read
         after the claim was sent, so the database's time then was at most dispatched_at."""
         return self.dispatched_at + timedelta(seconds=moment - self.claim_sent)
+
+    def on_database_clock_at_least(self, moment: float) -> datetime:
+        """A monotonic moment of this process as a lower bound on the database clock: dispatched_at was read before
+        the claim returned."""
+        return self.dispatched_at + timedelta(seconds=moment - self.claimed_at)
+
+    def seconds_until_ready(self) -> float:
+        """How long to wait so that the handler starts no earlier than ready_at on the database clock."""
+        return (self.ready_at - self.on_database_clock_at_least(time.monotonic())).total_seconds()
 
     def distrust(self, source: str) -> None:
         """Stop trusting the lease (once: the first reason is the one reported) and ask the handler to stop."""
@@ -94,6 +109,7 @@ class WorkerConfig:
     heartbeat_seconds: float | None = None  # default: lease.heartbeat_period
     poll_seconds: float = 0.05
     claim_batch: int = 64
+    claim_ahead_seconds: float | None = None  # default: CLAIM_AHEAD_POLLS poll periods; 0 claims only what is due
     shutdown_grace_seconds: float = 10.0
     # Abandoned handler threads still alive at which the worker recycles itself; default a quarter of the slots,
     # so at least three quarters of the process still do useful work before it does.
@@ -104,6 +120,8 @@ class WorkerConfig:
                      "abandoned_limit"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"WorkerConfig.{name} must be > 0, got {getattr(self, name)}")
+        if self.claim_ahead < 0:
+            raise ValueError(f"WorkerConfig.claim_ahead_seconds must be >= 0, got {self.claim_ahead}")
         trusted_for = self.lease * (1 - SAFETY_MARGIN_FRACTION)
         if self.heartbeat_every >= trusted_for:
             # The worker would stop trusting every lease before its next heartbeat could renew it.
@@ -114,6 +132,12 @@ class WorkerConfig:
     @property
     def lease(self) -> float:
         return self.lease_seconds or POOL_LEASE_SECONDS[self.pool]
+
+    @property
+    def claim_ahead(self) -> float:
+        if self.claim_ahead_seconds is not None:
+            return self.claim_ahead_seconds
+        return CLAIM_AHEAD_POLLS * self.poll_seconds
 
     @property
     def heartbeat_every(self) -> float:
@@ -204,13 +228,14 @@ class Worker:
         sent_at = time.monotonic()
         with db.driver_connection(self.calls) as conn:
             rows = conn.execute(CLAIM_SQL, {"pool": cfg.pool, "worker": cfg.worker_id, "n": want,
-                                            "lease": cfg.lease}).fetchall()
+                                            "lease": cfg.lease, "ahead": cfg.claim_ahead}).fetchall()
         claimed = []
         with self.lock:
-            for token, occurrence_id, job_id, fire_at, attempt, handler, payload, dispatched_at, _ in rows:
+            for token, occurrence_id, job_id, fire_at, ready_at, attempt, handler, payload, dispatched_at, _ in rows:
                 ctx = JobContext(token=token, occurrence_id=occurrence_id, job_id=job_id, fire_at=fire_at,
                                  attempt=attempt, payload=payload, engine=self.engine)
-                held = Held(ctx, handler, Lease(cfg.lease, sent_at), dispatched_at, sent_at, time.monotonic())
+                held = Held(ctx, handler, Lease(cfg.lease, sent_at), dispatched_at, sent_at, time.monotonic(),
+                            ready_at)
                 self.held[ctx.token] = held
                 claimed.append(held)
         return claimed
@@ -237,9 +262,13 @@ class Worker:
                 return
 
     def _execute(self, held: Held) -> None:
+        # Claimed ahead: wait for ready_at, by the same lower bound on the database clock, so the handler never
+        # starts early whatever this machine's wall clock says. A cancel (or a distrusted lease) ends the wait.
+        if (wait := held.seconds_until_ready()) > 0:
+            held.ctx.cancelled.wait(wait)
         # Handler start on the database clock: dispatch time (database) + time elapsed here since the claim
         # returned (monotonic). A lower bound -- it never lands after the database's finished_at.
-        held.started_at = held.dispatched_at + timedelta(seconds=time.monotonic() - held.claimed_at)
+        held.started_at = held.on_database_clock_at_least(time.monotonic())
         ok, error = True, None
         try:
             HANDLERS[held.handler].run(held.ctx)

@@ -102,6 +102,7 @@ def test_scale_yaml_matches_the_implementation(scale):
     assert scale["workers"]["materialiser_jobs_per_pass"] == materializer.JOBS_PER_PASS
     assert scale["workers"]["max_claim_batch"] == worker_defaults.claim_batch
     assert scale["workers"]["claim_poll_seconds"] == worker_defaults.poll_seconds
+    assert scale["workers"]["claim_ahead_polls"] * worker_defaults.poll_seconds == worker_defaults.claim_ahead
     assert scale["workers"]["long_pool_from_seconds"] == jobs.LONG_POOL_FROM.total_seconds()
     assert scale["workers"]["route_every_seconds"] == scheduler.SchedulerConfig("x").route_every_seconds
     assert scale["catch_up"]["max_catchup"] == policies.CatchUp().max_catchup

@@ -94,6 +94,27 @@ def test_sigkilled_replicas_lose_nothing_and_double_nothing(engine, cluster):
         assert abs(total - expected) <= 1  # window edges fall inside a second
 
 
+def test_a_job_claimed_ahead_starts_no_earlier_than_its_fire_time(engine, cluster):
+    # Staggered fire times 0.1 s apart, a worker polling every 0.5 s and claiming 1.5 s ahead: most rows are handed
+    # over before they are due. The handler's first act is a ledger write, stamped by the database's clock.
+    with engine.begin() as conn:
+        tenants.ensure_tenant(conn, "t")
+        due = conn.execute(text("SELECT now()")).scalar_one() + timedelta(seconds=3)
+        for i in range(40):
+            jobs.submit(conn, "t", jobs.JobSpec(name=f"j{i}", run_at=due + timedelta(seconds=i / 10),
+                                                handler="ledger_write"))
+    cluster.start_scheduler("s1")
+    cluster.start_worker("w1", extra_args=["--poll", "0.5", "--ahead", "1.5"])
+    wait_until(partial(settled, engine, 40), timeout=60, what="every job to finish")
+    timing = rows(engine, "SELECT count(*) FILTER (WHERE a.dispatched_at < o.fire_at) AS claimed_ahead,"
+                          " count(*) FILTER (WHERE e.at < o.fire_at) AS written_early,"
+                          " count(*) FILTER (WHERE a.started_at < o.fire_at) AS reported_early, count(*) AS n"
+                          " FROM ledger_effects e JOIN attempts a ON a.token = e.token"
+                          " JOIN occurrences o ON o.id = a.occurrence_id")[0]
+    assert timing.n == 40 and timing.claimed_ahead >= 20, f"too few rows were claimed ahead to prove anything: {timing}"
+    assert timing.written_early == 0 and timing.reported_early == 0, timing
+
+
 def test_killed_worker_attempt_is_lost_then_rerun_with_a_higher_token(engine, cluster):
     [job_id] = submit_many(engine, 1, delay_s=0, handler="sleep", payload={"seconds": 2}, retry_base_seconds=0.1)
     cluster.start_scheduler("s1")

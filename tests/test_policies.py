@@ -338,3 +338,18 @@ def test_run_all_keeps_exactly_the_newest_max_catchup_across_a_catch_up_written_
     ran = [f.at for f in missed if f.skip_reason is None]
     assert ran == [f.at for f in missed[-MAX_CATCHUP_LIMIT:]]
     assert {f.skip_reason for f in missed[:-MAX_CATCHUP_LIMIT]} == {"misfire:over_max_catchup"}
+
+
+def test_the_claim_takes_what_comes_due_within_its_ahead_window_and_nothing_later(engine):
+    with engine.begin() as conn:
+        tenants.create_tenant(conn, "t")
+        job = cron_job(conn, "t", name="ahead")
+        conn.execute(text(
+            "INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts)"
+            " SELECT :j, now() + make_interval(secs => s), 't', 'short', 'ready', now() + make_interval(secs => s), 3"
+            " FROM unnest(ARRAY[2, 20]) AS s"), {"j": job})
+    ahead = text("SELECT fire_at, ready_at, dispatched_at FROM d2_claim('short', 'w', 10, 30, :ahead)")
+    with engine.begin() as conn:
+        assert conn.execute(ahead, {"ahead": 0}).all() == []  # nothing is due yet
+        [row] = conn.execute(ahead, {"ahead": 5}).all()       # the one due in 2 s, not the one in 20 s
+    assert row.ready_at == row.fire_at and row.dispatched_at < row.ready_at

@@ -64,7 +64,7 @@ class Plan:
     spike_spread_seconds: int
     skipped_jobs: int
     profile_seconds: float
-    poll_periods: tuple[float, ...]
+    poll_variants: tuple[tuple[float, float | None], ...]  # (poll period, claim-ahead window; None = the default)
     poll_seconds_each: float
     poll_rounds: int
 
@@ -76,15 +76,17 @@ FULL = Plan(sustained_seconds=300, backlog=50_000, drain_rounds=3, curve_batches
             history_archive_after_seconds=10, history_rows=1_000_000, peer_rounds=3,
             peer_lag_seconds=30, peer_saturate_seconds=20, peer_backlog=20_000, spike_jobs=50_000,
             spike_spread_seconds=60, skipped_jobs=40_000, profile_seconds=60,
-            # 50 ms is the worker's own default (reference_impl/cli.py); 20 ms is the bench's (harness.ClusterShape).
-            poll_periods=(0.005, 0.01, 0.02, 0.05), poll_seconds_each=45, poll_rounds=3)
+            # 50 ms is the worker's own default (reference_impl/cli.py); the bench's is harness.ClusterShape's. Each
+            # claims ahead by default; the last row is the control without it.
+            poll_variants=((0.005, None), (0.01, None), (0.02, None), (0.05, None), (0.05, 0.0)),
+            poll_seconds_each=45, poll_rounds=3)
 QUICK = Plan(sustained_seconds=15, backlog=5_000, drain_rounds=1, curve_batches=(1, 64), curve_workers=(1, 2),
              curve_backlog=2_000, rates=(PEAK_RATE, 2_000), step_seconds=8, hold_after_seconds=5, hold_seconds=8,
              hold_total_seconds=20, scale_small=1_000, scale_large=100_000, scale_history=10_000,
              scale_backlog=2_000, history_seconds=15, history_archive_after_seconds=2, history_rows=20_000,
              peer_rounds=1, peer_lag_seconds=8, peer_saturate_seconds=6, peer_backlog=2_000, spike_jobs=2_000,
              spike_spread_seconds=10, skipped_jobs=2_000, profile_seconds=8,
-             poll_periods=(0.005, 0.05), poll_seconds_each=8, poll_rounds=1)
+             poll_variants=((0.005, None), (0.05, None), (0.05, 0.0)), poll_seconds_each=8, poll_rounds=1)
 
 
 @contextmanager
@@ -123,7 +125,7 @@ def run_parts(parts: list[str], plan: Plan, progress: Callable[[str], None]) -> 
         yield "profile", {"profile": scenarios.sustained(shape, rate, plan.profile_seconds, with_profile=True,
                                                          progress=progress)}
     if "poll_period" in parts:
-        yield "poll_period", {"poll_period": scenarios.poll_period(shape, list(plan.poll_periods), PEAK_RATE,
+        yield "poll_period", {"poll_period": scenarios.poll_period(shape, list(plan.poll_variants), PEAK_RATE,
                                                                    plan.poll_seconds_each, plan.poll_rounds,
                                                                    progress=progress)}
     if "held_snapshot" in parts:

@@ -34,6 +34,7 @@ from d2kit import capacity
 from d2kit.bench.machine_load import machine_times
 from reference_impl import cleaner, db
 from reference_impl.cluster import LocalCluster
+from reference_impl.worker import WorkerConfig
 
 LEAD_SECONDS = 3.0            # jobs are written this far ahead of their fire time (> the materialiser's lookahead)
 GENERATOR_TICK_SECONDS = 0.1
@@ -158,14 +159,24 @@ class ClusterShape:
     # under a quarter of the machine; 5 ms costs about twice the CPU for ~15 ms less p99 lag (which is what puts
     # pgqueuer's lag ahead of ours in the peers part: no one period wins both there).
     poll_seconds: float = 0.02
+    # None: the worker's default, claiming what comes due within two poll periods (worker.py); 0 turns claiming
+    # ahead off (the poll_period part's control).
+    claim_ahead_seconds: float | None = None
     tenants: int = 10
     # How long finished executions stay in the queue tables; the history part shortens it to archive at peak.
     archive_after_seconds: float = cleaner.DEFAULT_ARCHIVE_AFTER.total_seconds()
 
     def describe(self) -> dict[str, float]:
         return {"schedulers": self.schedulers, "worker_processes": self.workers, "concurrency": self.concurrency,
-                "claim_batch": self.claim_batch, "poll_seconds": self.poll_seconds, "tenants": self.tenants,
+                "claim_batch": self.claim_batch, "poll_seconds": self.poll_seconds,
+                "claim_ahead_seconds": self.claim_ahead, "tenants": self.tenants,
                 "archive_after_seconds": self.archive_after_seconds}
+
+    @property
+    def claim_ahead(self) -> float:
+        """The claim-ahead window the workers run with (their own default when the shape leaves it unset)."""
+        return WorkerConfig("bench", poll_seconds=self.poll_seconds,
+                            claim_ahead_seconds=self.claim_ahead_seconds).claim_ahead
 
 
 # -- CPU and memory of every process, by component -----------------------------------------------------------
@@ -280,7 +291,8 @@ class Rig:
         shape = self.shape
         for i in range(first, first + (shape.workers if count is None else count)):
             self.cluster.start_worker(f"bench-worker-{i}", pool="short", concurrency=shape.concurrency,
-                                      extra_args=["--batch", str(shape.claim_batch), "--poll", str(shape.poll_seconds)])
+                                      extra_args=["--batch", str(shape.claim_batch), "--poll", str(shape.poll_seconds),
+                                                  "--ahead", str(shape.claim_ahead)])
 
     def wait_registered(self, timeout: float = 60.0) -> None:
         """Until every cluster member has registered itself in ``processes`` (imports take a second or two)."""

@@ -247,27 +247,30 @@ def batch_curve(base: ClusterShape, batches: list[int], worker_counts: list[int]
     return points
 
 
-def poll_period(base: ClusterShape, periods: list[float], rate: float, seconds: float, rounds: int,
-                progress: Progress = quiet) -> dict[str, Any]:
-    """``rate`` offered with each worker poll period in turn, ``rounds`` times over (alternating, so the machine's
-    drift hits every period alike). At the peak nearly every poll finds work, so the period sets both the fire
-    lag (a due row waits up to one period) and the number of claim round trips per execution; this measures the
-    trade, so that the period is chosen from it."""
-    runs: dict[float, list[dict[str, Any]]] = {period: [] for period in periods}
+def poll_period(base: ClusterShape, variants: list[tuple[float, float | None]], rate: float, seconds: float,
+                rounds: int, progress: Progress = quiet) -> dict[str, Any]:
+    """``rate`` offered with each (worker poll period, claim-ahead window) in turn, ``rounds`` times over
+    (alternating, so the machine's drift hits every variant alike). At the peak nearly every poll finds work, so the
+    period sets the number of claim round trips per execution, and, unless the worker claims ahead, the fire lag too
+    (a due row waits up to one period). A window of None is the worker's default (two periods); 0 is the control
+    without claiming ahead. This measures the trade, so that the period is chosen from it."""
+    shapes = [dataclasses.replace(base, poll_seconds=period, claim_ahead_seconds=ahead) for period, ahead in variants]
+    runs: list[list[dict[str, Any]]] = [[] for _ in shapes]
     for round_number in range(1, rounds + 1):
-        for period in periods:
-            progress(f"poll period {period * 1000:g} ms, round {round_number} of {rounds}")
-            run = sustained(dataclasses.replace(base, poll_seconds=period), rate, seconds, progress=progress)
-            runs[period].append({
+        for shape, found in zip(shapes, runs, strict=True):
+            progress(f"poll period {shape.poll_seconds * 1000:g} ms, claim ahead {shape.claim_ahead * 1000:g} ms, "
+                     f"round {round_number} of {rounds}")
+            run = sustained(shape, rate, seconds, progress=progress)
+            found.append({
                 "p99_lag_ms": run["fire_lag_ms"]["p99"], "our_cpu_percent": harness.our_cpu_percent(run["cpu_percent"]),
                 "cpu_percent": run["cpu_percent"], "executions_per_second": run["executions_per_second"],
                 "claims_per_execution": run["cost_per_execution"]["calls"].get("d2_claim"),
                 "lost_occurrences": run["lost_occurrences"], "backlog_growing": run["backlog_growing"]})
     return {"offered_per_second": rate, "seconds": seconds, "rounds": rounds, "cluster": base.describe(),
-            "periods": [{"poll_seconds": period,
-                         "median": period_medians(runs[period]),
-                         "lost_occurrences": sum(r["lost_occurrences"] for r in runs[period]),
-                         "runs": runs[period]} for period in periods]}
+            "periods": [{"poll_seconds": shape.poll_seconds, "claim_ahead_seconds": shape.claim_ahead,
+                         "median": period_medians(found),
+                         "lost_occurrences": sum(r["lost_occurrences"] for r in found),
+                         "runs": found} for shape, found in zip(shapes, runs, strict=True)]}
 
 
 def period_medians(runs: list[dict[str, Any]]) -> dict[str, float | None]:

@@ -12,8 +12,9 @@ How the drill does it: the only worker runs 30 s behind and the only scheduler 3
 preloaded (the PyPI package ships it), so every clock read in those processes is skewed, not just
 the kit's own code; where it cannot be loaded the drill is "not run", never passed -- and they run one-shot
 jobs, per-second crons and jobs that outlive their lease several times over. The invariants check the
-recorded skew (so the fault was real), that nothing was dispatched before its fire time or materialised early,
-that nothing ran twice, and that no lease was reaped while its heartbeats were current.
+recorded skew (so the fault was real), that nothing started before its fire time (nor was dispatched earlier than
+the worker's claim-ahead window) or was materialised early, that nothing ran twice, and that no lease was reaped
+while its heartbeats were current.
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ from sqlalchemy import text
 from d2kit.drills import invariants, workload
 from d2kit.drills.harness import Drill
 from reference_impl import materializer
+from reference_impl.worker import WorkerConfig
 
 FOLLOW_UP = 7
 SKEW_SECONDS = 30
 LEASE_SECONDS = 3.0
+WORKER = "worker-behind"
 SKEW_TOLERANCE_MS = 2_000
 # libfaketime 0.9.10 hangs CPython's timed waits when it fakes CLOCK_MONOTONIC and makes time.sleep fail with
 # EINVAL when it does not (wolfcw/libfaketime#390, #469). A skewed host has a wrong wall clock and a right
@@ -90,7 +93,7 @@ def run(drill: Drill) -> None:
 
     with drill.phase("start a scheduler 30 s ahead and a worker 30 s behind"):
         drill.cluster.start_scheduler("scheduler-ahead", env=scheduler_env)
-        drill.cluster.start_worker("worker-behind", concurrency=16, lease=LEASE_SECONDS, env=worker_env)
+        drill.cluster.start_worker(WORKER, concurrency=16, lease=LEASE_SECONDS, env=worker_env)
         soon = workload.db_now(drill.engine) + timedelta(seconds=3)
         workload.submit_one_shots(drill.engine, "acme", 200, soon, spread_seconds=seconds, name="one-shot",
                                   handler="noop", pool="short")
@@ -116,19 +119,28 @@ def run(drill: Drill) -> None:
 
 def _check(drill: Drill, conn, cron_start, cron_end) -> None:
     skews = dict(conn.execute(text("SELECT id, skew_ms FROM processes")).all())
-    expected = {"scheduler-ahead": SKEW_SECONDS * 1000, "worker-behind": -SKEW_SECONDS * 1000}
+    expected = {"scheduler-ahead": SKEW_SECONDS * 1000, WORKER: -SKEW_SECONDS * 1000}
     drill.check(f"the fault was real: the recorded skew is about +{SKEW_SECONDS} s (scheduler) and "
                 f"-{SKEW_SECONDS} s (worker)", all(skews.get(p) is not None and abs(skews[p] - ms) <= SKEW_TOLERANCE_MS
                                                    for p, ms in expected.items()),
                 {"skew_ms": {p: round(v, 1) if v is not None else None for p, v in skews.items()}})
+    # The worker claims ahead (worker.py): a row may be handed over up to its claim-ahead window before it is due,
+    # and its handler must still start no earlier than the fire time.
+    ahead = WorkerConfig(WORKER).claim_ahead
     early = conn.execute(text(
-        "SELECT count(*) FILTER (WHERE a.dispatched_at < o.fire_at) AS early, count(*) AS attempts,"
-        " min(extract(epoch FROM a.dispatched_at - o.fire_at)) AS earliest_s"
-        " FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id")).mappings().one()
-    drill.check("no attempt was dispatched before its fire time (database clock)",
-                early["early"] == 0 and early["attempts"] > 0,
-                {"dispatched_early": early["early"], "attempts": early["attempts"],
-                 "closest_to_fire_time_s": round(float(early["earliest_s"]), 3)})
+        "SELECT count(*) FILTER (WHERE a.dispatched_at < o.fire_at - make_interval(secs => :ahead)) AS too_early,"
+        " count(*) FILTER (WHERE a.started_at < o.fire_at) AS started_early,"
+        " count(*) FILTER (WHERE a.started_at IS NOT NULL) AS started, count(*) AS attempts,"
+        " min(extract(epoch FROM a.dispatched_at - o.fire_at)) AS earliest_dispatch_s,"
+        " min(extract(epoch FROM a.started_at - o.fire_at)) AS earliest_start_s"
+        " FROM attempts a JOIN occurrences o ON o.id = a.occurrence_id"), {"ahead": ahead}).mappings().one()
+    drill.check(f"no attempt was dispatched more than the worker's {ahead:g} s claim-ahead window before its fire "
+                f"time, and no handler started before it (database clock)",
+                early["too_early"] == 0 and early["started_early"] == 0 and early["started"] > 0,
+                {"dispatched_too_early": early["too_early"], "started_early": early["started_early"],
+                 "attempts": early["attempts"], "started": early["started"],
+                 "earliest_dispatch_s": round(float(early["earliest_dispatch_s"]), 3),
+                 "earliest_start_s": round(float(early["earliest_start_s"]), 3)})
     premature = conn.execute(text(
         "SELECT count(*) FILTER (WHERE created_at < fire_at - make_interval(secs => :la)) AS premature,"
         " max(extract(epoch FROM fire_at - created_at)) AS most_ahead_s FROM occurrences"),

@@ -46,7 +46,7 @@ DUE_JOBS = 500             # due one-shot jobs for a materialise pass (each pass
 # The claim statement inside d2_claim, and the plpgsql variables it reads, bound to literals for EXPLAIN.
 CLAIM_STATEMENT = re.compile(r"RETURN QUERY\s+(WITH\b.*?);\s*GET DIAGNOSTICS", re.S)
 CLAIM_VARIABLES = {"p_pool": f"'{POOL}'", "p_worker": "'limits-explain'", "v_allow": str(BATCH),
-                   "p_lease_seconds": "30"}
+                   "p_lease_seconds": "30", "v_due_by": "now()"}
 
 
 @dataclass

@@ -107,7 +107,8 @@ CREATE INDEX IF NOT EXISTS jobs_forgettable ON jobs (history_until) WHERE schedu
 --      └──► ready                waiting/ready ──► cancelled
 --
 --   waiting   : buffered behind a running occurrence of the same job (overlap_policy buffer_*/cancel_other)
---   ready     : may be claimed once ready_at <= now() (fire time, or retry backoff)
+--   ready     : may be claimed once ready_at <= now() (fire time, or retry backoff), or a claim-ahead window
+--               before it; its handler never starts before ready_at (d2_claim in operations.sql)
 --   running   : an attempt holds a lease; current_token is that attempt's fencing token
 --   skipped   : never run, with a reason (misfire:skip, outside_catchup_window, overlap:skip, dst_gap:skip ...)
 --   succeeded, dead, skipped, cancelled are terminal.
