@@ -174,6 +174,14 @@ def test_three_legs_in_any_layout():
         assert len(items) == 1 and items[0].complete, text
 
 
+@pytest.mark.parametrize("recovery", ["attempt 2 runs elsewhere", "attempt 2 finishes normally"])
+def test_the_numbered_next_attempt_running_is_the_recovery(recovery: str):
+    text = _section(7, f"- Worker cut off mid-run: the reaper notices its lease expire by the database clock; its "
+                       f"writes carry the old token and are refused; {recovery}.")
+    items = failure_items(parse(text))
+    assert len(items) == 1 and items[0].complete, [item.legs for item in items]
+
+
 def test_legs_must_be_in_the_same_failure():
     scattered = _section(7, "- Worker crash: the reaper notices the expired lease after 30 seconds.\n"
                             "- Scheduler crash: its transaction rolls back and the unique key rejects duplicates.\n"

@@ -199,10 +199,22 @@ def test_wrong_answers_on_several_questions_discount_the_rest_of_the_design():
 
 
 def test_one_wrong_answer_costs_only_its_own_check():
-    slip = _section(6, "We guarantee exactly-once execution end to end, so users do not need to make their jobs "
-                       "idempotent.")
+    slip = _section(6, "The worker compares lease_expires_at with its own local wall clock.")
+    assert _check(SOUND + slip, "clocks").points == 0
     assert score_text(SOUND + slip).credibility == ""
     assert _check(SOUND + slip, "failure_triads").points == _check(SOUND, "failure_triads").points
+
+
+def test_exactly_once_promised_alone_discounts_the_design():
+    """The rubric's no-hire answer is not a slip: a design that promises exactly-once never asked what a second copy
+    does, so its failure legs and rejections are believed less, though by less than wrong answers on two questions."""
+    promise = _section(6, "We guarantee exactly-once execution end to end, so users do not need to make their jobs "
+                          "idempotent.")
+    report = score_text(SOUND + promise)
+    assert report.credibility.startswith("not credible: exactly-once execution promised"), report.credibility
+    for check_id in ("failure_triads", "rejections"):
+        before, after = _check(SOUND, check_id).points, _check(SOUND + promise, check_id).points
+        assert before * 0.75 < after < before, (check_id, before, after)
 
 
 def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
@@ -907,7 +919,7 @@ def test_exactly_once_promised_costs_the_same_three_checks_whatever_it_rests_on(
         said = _section(1, promise)
         for check_id in ("delivery_semantics", "clarifications", "proof_of_execution"):
             assert any(m.startswith("wrong answer") for m in _check(said, check_id).missing), (promise, check_id)
-    assert score_text(_section(1, promise)).credibility == ""  # one question, so no discount
+    assert "exactly-once" in score_text(_section(1, promise)).credibility  # one question, yet the no-hire one
 
 
 def test_every_job_running_exactly_once_is_the_exactly_once_promise():

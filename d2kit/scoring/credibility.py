@@ -7,7 +7,10 @@ interviewer stops believing them. So for each question answered wrongly beyond t
 checks that judge the design keep a quarter less of what they earned. What a reader can verify
 without trusting the design (the sections are there, the scale was stated) is not discounted.
 
-One wrong answer costs only its own check: a single slip in a good attempt is not incoherence.
+One wrong answer costs only its own check: a single slip in a good attempt is not incoherence. Except one: exactly-once
+execution promised without the job's help. The rubric calls it the no-hire signal of its first criterion, and a design
+built on it has not asked what a second copy of a job does, so its leases, tokens and failure legs answer a question it
+never posed; alone it costs the design's checks a fifth (rubric/calibration/SPLIT.md, "Fourteenth change").
 """
 
 from __future__ import annotations
@@ -20,25 +23,33 @@ QUESTION = {"clarifications": "delivery_semantics", "proof_of_execution": "deliv
 NOT_DISCOUNTED = frozenset({"sections_present", "assumptions"})
 DISCOUNT_PER_QUESTION = 0.25
 FLOOR = 0.25
+PROMISE_ALONE = 0.8  # what the design's checks keep when the exactly-once promise is the only wrong answer
 
 
 @dataclass(frozen=True)
 class Credibility:
     questions: tuple[str, ...]  # the questions answered wrongly or contradicted, sorted
+    promised_exactly_once: bool = False  # one of the wrong answers is exactly-once promised without the job
 
     @property
     def factor(self) -> float:
+        if self.promised_exactly_once and len(self.questions) == 1:
+            return PROMISE_ALONE
         return max(FLOOR, 1 - DISCOUNT_PER_QUESTION * max(0, len(self.questions) - 1))
 
     def applies_to(self, check_id: str) -> bool:
         return self.factor < 1 and check_id not in NOT_DISCOUNTED
 
     def note(self) -> str:
+        if len(self.questions) == 1:
+            return (f"not credible: exactly-once execution promised without the job's cooperation, so the checks that "
+                    f"judge the design keep {self.factor:.0%} of their points")
         return (f"not credible: wrong or contradicted answers on {len(self.questions)} different questions "
                 f"({', '.join(self.questions)}), so the checks that judge the design keep "
                 f"{self.factor:.0%} of their points")
 
 
-def assess(flawed_checks: list[str]) -> Credibility:
-    """``flawed_checks``: the check of each wrong answer and contradiction found."""
-    return Credibility(tuple(sorted({QUESTION.get(check, check) for check in flawed_checks})))
+def assess(flawed_checks: list[str], promised_exactly_once: bool = False) -> Credibility:
+    """``flawed_checks``: the check of each wrong answer and contradiction found; ``promised_exactly_once``: whether
+    one of them is the exactly-once promise."""
+    return Credibility(tuple(sorted({QUESTION.get(check, check) for check in flawed_checks})), promised_exactly_once)

@@ -64,6 +64,7 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"\b(the |a )?(new|next|fresh|retried) (\w+ )?(attempt|copy|run|execution)s? (finish|complet|succeed|runs? to)",
         r"\bstarts? (a )?(new|fresh|another) (try|attempt|run|copy)", r"\breassign",
         r"\bre-?(produc|publish|enqueu|submit)",
+        r"\b(attempt|try) \d+ (runs|finishes|succeeds|starts|completes)\b",  # "attempt 2 runs and finishes normally"
     ),
 }
 # "Containment: ..." or, in a sentence, "containment is that only its runs are affected".

@@ -14,6 +14,8 @@ from d2kit.scoring.scorer import CheckScore, ScoreReport
 
 LEVEL_STYLE = {"full": "green", "partial": "yellow", "none": "red"}
 PRE_EMPTED = {"full": "pre-empted", "partial": "partly", "none": "not pre-empted"}
+# The credibility panel: several wrong questions, or the exactly-once promise alone (credibility.py).
+DISCOUNTED = "Wrong answers that discount the design"
 
 
 def _where(evidence: Evidence) -> str:
@@ -65,7 +67,7 @@ def render_rich(report: ScoreReport, console: Console) -> None:
         console.print(Panel("\n".join(f"{_where(e)}: {e.text}" for e in report.pasted),
                             title="Copied from the kit's own texts: not scored", border_style="red"))
     if report.credibility:
-        console.print(Panel(report.credibility, title="Several questions answered wrongly", border_style="red"))
+        console.print(Panel(report.credibility, title=DISCOUNTED, border_style="red"))
     parts = [Text(f"Total: {_points(report.total)} / {_points(report.max_total)}", style="bold"),
              *([Text(report.calibration)] if report.calibration else []), Text(report.accuracy, style="dim")]
     console.print(Panel(Group(*parts), title=report.attempt, border_style="bold"))
@@ -94,7 +96,7 @@ def render_markdown(report: ScoreReport) -> str:
         out.append(f"| {check.follow_up} | {_md_cell(check.title.split(': ', 1)[-1])} | {PRE_EMPTED[check.level]} | "
                    f"{_points(check.points)}/{_points(check.max_points)} | {lines} |")
     if report.credibility:
-        out += ["", "## Several questions answered wrongly", "", report.credibility]
+        out += ["", f"## {DISCOUNTED}", "", report.credibility]
     if report.pasted:
         out += ["", "## Copied from the kit's own texts: not scored", ""]
         out += [f"- {_where(e)}: {e.text}" for e in report.pasted]

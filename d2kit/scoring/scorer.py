@@ -61,7 +61,8 @@ class Flaws:
     @property
     def credibility(self) -> credibility.Credibility:
         return credibility.assess([c.wrong.check for c in self.wrong_answers]
-                                  + [c.mechanism.check for c in self.contradictions])
+                                  + [c.mechanism.check for c in self.contradictions],
+                                  any(c.wrong.promises_exactly_once for c in self.wrong_answers))
 
 
 @dataclass

@@ -33,6 +33,11 @@ class WrongAnswer:
     unless_anywhere: re.Pattern[str] | None = None  # ... or any sentence of the attempt
     unless_store_fences: bool = False  # ... or the design's store checks a fencing token (concepts.store_checks_token)
 
+    @property
+    def promises_exactly_once(self) -> bool:
+        """The rubric's no-hire answer: exactly-once execution promised (credibility.PROMISE_ALONE)."""
+        return self.claim is EXACTLY_ONCE_PROMISE
+
 
 # A job that must cooperate for exactly-once (idempotency it implements, a token it checks) is the right answer.
 COOPERATION = pattern(r"(job|handler|sink|downstream|author|user|tenant|caller)s?\b.{0,40}(?<!n't )(?<!not )\b"
