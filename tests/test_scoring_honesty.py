@@ -794,6 +794,20 @@ def test_own_sentences_next_to_pasted_ones_still_count():
     assert delivery.points == delivery.max_points
 
 
+def test_a_pasted_row_of_a_one_column_table_leaves_the_rows_below_it_in_their_table():
+    # Section 9 as a list drawn with bars: a template hint pasted in the first row, the candidate's own below it.
+    design = load_design_rubric()
+    hint = next(s.asks for s in design.sections if s.number == 9).split(".")[0] + "."
+    own = ["Kafka: rejected, because a log adds a second source of truth for what has run.",
+           "Redis sorted sets: rejected, because a failover can lose acknowledged writes and drop runs.",
+           "A single elected leader: rejected, because nothing is scheduled while it fails over."]
+    table = "| Item |\n|---|\n" + "".join(f"| {row} |\n" for row in [hint, *own])
+    report = score_text(_section(9, table))
+    rejections = next(k for c in report.criteria for k in c.checks if k.id == "rejections")
+    assert [e.text for e in report.pasted] == [hint]
+    assert rejections.points == rejections.max_points, rejections.evidence
+
+
 def test_the_same_quantity_stated_differently_in_two_sections_is_flagged():
     text = (_section(1, "We run 10M jobs for our users.")
             + _section(2, "With 2M jobs the index fits in memory: 2M jobs × 1 KB = 2 GB."))

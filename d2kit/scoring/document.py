@@ -290,8 +290,11 @@ def parse(text: str) -> Document:
                 continue
             if index == 0 or not TABLE_ROW.match(lines[index - 1]):
                 header = ()  # a new table starts
-            open_unit = Unit("row", [line], current_section, cells=_cells(text_line), header=header)
-            previous_row_cells = open_unit.cells
+            cells = _cells(text_line)
+            previous_row_cells = cells
+            if not any(cells):  # a blank row (a header, or one redaction emptied) keeps its table going, says nothing
+                continue
+            open_unit = Unit("row", [line], current_section, cells=cells, header=header)
             close()
             continue
         item = LIST_ITEM.match(text_line)
@@ -377,7 +380,8 @@ def split_items(section: SectionText | None) -> list[Item]:
     for unit in body:
         # A row with columns is an item of its own; a one-column table under an item's lead is its list, in a box.
         if unit.kind == "row" and (unit.has_columns or current is None):
-            items.append(Item(title=unit.cells[0] if unit.cells else unit.text, units=[unit]))
+            # Titled by its first cell, or by the first one left when redaction emptied the cells before it.
+            items.append(Item(title=next((cell for cell in unit.cells if cell), unit.text), units=[unit]))
             current = None
         elif id(unit) in starter_ids:
             current = Item(title=_title(unit), units=[unit])

@@ -2,14 +2,15 @@
 
 Used for text that must earn nothing: sentences copied from the kit's own texts, and sentences that
 give one of the answer key's wrong answers (they cost points; they must not also earn them elsewhere).
-Headings and code stay; a list item keeps its marker, and loses it with its last sentence.
+Headings and code stay; a list item keeps its marker, and loses it with its last sentence; a table row keeps its
+bars, each cell losing its own sentences, so the rows below it stay in their table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from d2kit.scoring.document import FENCE, HEADING, LIST_ITEM, sentences
+from d2kit.scoring.document import FENCE, HEADING, LIST_ITEM, TABLE_ROW, TABLE_RULE, sentences
 from d2kit.scoring.evidence import Evidence
 
 
@@ -29,12 +30,23 @@ def remove_sentences(text: str, drop: Callable[[str], bool]) -> tuple[str, list[
         if in_code or FENCE.match(line) or HEADING.match(line) or not line.strip():
             out.append(line)
             continue
+        if TABLE_ROW.match(line) and not TABLE_RULE.match(line):
+            # Emptying a whole row would end its table: the rows after it would lose their header.
+            cells = line.strip().strip("|").split("|")
+            out.append("| " + " | ".join(_kept(cell.strip(), number, drop, removed) for cell in cells) + " |")
+            continue
         marker, body = _marker_and_body(line)
-        kept = []
-        for _, sentence in sentences(body):
-            if drop(sentence):
-                removed.append(Evidence.quote(number, sentence))
-            else:
-                kept.append(sentence)
-        out.append(marker + " ".join(kept) if kept else "")
+        kept = _kept(body, number, drop, removed)
+        out.append(marker + kept if kept else "")
     return "\n".join(out), removed
+
+
+def _kept(body: str, number: int, drop: Callable[[str], bool], removed: list[Evidence]) -> str:
+    """``body``'s sentences that ``drop`` does not pick, joined; the others are added to ``removed``."""
+    kept = []
+    for _, sentence in sentences(body):
+        if drop(sentence):
+            removed.append(Evidence.quote(number, sentence))
+        else:
+            kept.append(sentence)
+    return " ".join(kept)
