@@ -3,9 +3,9 @@
 These loops share one process; each round trip to the database is batched:
 
 * **claimer** (main thread) -- ``d2_claim`` for up to the free slots; polls every ``poll_seconds`` when
-  there is nothing ready, goes again at once when a batch came back full. It claims ahead: rows that come due
-  within ``claim_ahead`` (two poll periods by default) are claimed now and started at their ready time, so a job
-  starts on time rather than up to a poll period late (the claim in operations.sql says more).
+  there is nothing ready, goes again at once when a batch came back full of due rows. It claims ahead: rows
+  that come due within ``claim_ahead`` (two poll periods by default) are claimed now and started at their ready
+  time, so a job starts on time rather than up to a poll period late (the claim in operations.sql says more).
 * **executor** -- ``concurrency`` handler threads, one per slot, each running the attempts handed to it one after
   another (started once: starting a thread per attempt made the claimer wait for every start, and cost more than a
   no-op handler); a finished handler queues its result. An attempt past its max runtime (the heartbeat answers
@@ -19,7 +19,8 @@ These loops share one process; each round trip to the database is batched:
 * **heartbeater** -- one ``d2_heartbeat`` per period for every attempt this process holds (running, or
   finished but not yet acknowledged): extends leases, reports skew, hears ``cancel`` / ``lost``. A failed one
   is retried after a short pause, so the leases are renewed as soon as the database is back.
-* **completer** -- drains the result queue into one ``d2_complete`` call; results that could not be sent
+* **completer** -- drains the result queue into one ``d2_complete`` call, lingering a poll period after the first
+  result so that handlers finishing close together share it; results that could not be sent
   (database down) stay queued and are sent again -- a completion is never dropped, and a stale one is
   refused by the fence, not by luck.
 * **lease watchdog** -- by the monotonic clock (lease.py): an attempt whose lease can no longer be trusted
@@ -88,6 +89,10 @@ class Held:
         """A monotonic moment of this process as a lower bound on the database clock: dispatched_at was read before
         the claim returned."""
         return self.dispatched_at + timedelta(seconds=moment - self.claimed_at)
+
+    @property
+    def due_when_claimed(self) -> bool:
+        return self.ready_at <= self.dispatched_at  # both read on the database clock
 
     def seconds_until_ready(self) -> float:
         """How long to wait so that the handler starts no earlier than ready_at on the database clock."""
@@ -203,7 +208,9 @@ class Worker:
                 continue
             for held in claimed:
                 self.claimed.put(held)
-            if len(claimed) < want:
+            # Go again at once only when a full batch was all due already: more due work may be waiting. A batch
+            # that reached into the claim-ahead window has taken everything due (the claim puts due rows first).
+            if len(claimed) < want or not all(held.due_when_claimed for held in claimed):
                 self.stop.wait(cfg.poll_seconds)
         if self.recycling:
             self._finish_in_flight()
@@ -366,6 +373,11 @@ class Worker:
                     unsent.append(self.results.get(timeout=0.1))
                 except queue.Empty:
                     continue
+                # Linger one poll period: handlers claimed ahead finish one by one, each at its own due time, and
+                # sent at once each would cost a round trip and a commit of its own (measured at 833/s: 0.84
+                # completion calls per execution instead of 0.07, twice the CPU). A slot is freed when its handler
+                # returns, not when this is sent, so the linger delays only the record.
+                self.stop.wait(self.config.poll_seconds)
             while True:  # everything that finished meanwhile goes in the same round trip
                 try:
                     unsent.append(self.results.get_nowait())

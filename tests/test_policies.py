@@ -353,3 +353,20 @@ def test_the_claim_takes_what_comes_due_within_its_ahead_window_and_nothing_late
         assert conn.execute(ahead, {"ahead": 0}).all() == []  # nothing is due yet
         [row] = conn.execute(ahead, {"ahead": 5}).all()       # the one due in 2 s, not the one in 20 s
     assert row.ready_at == row.fire_at and row.dispatched_at < row.ready_at
+
+
+def test_a_row_claimed_ahead_never_takes_the_place_of_one_that_is_due(engine):
+    # Fairness alone would pick the idle tenant's row (no share used yet) over the busy tenant's, though it is not due.
+    with engine.begin() as conn:
+        tenants.create_tenant(conn, "busy")
+        tenants.create_tenant(conn, "idle")
+        ready_backlog(conn, "busy", 2)
+        conn.execute(text("SELECT * FROM d2_claim('short', 'w', 1, 30)"))  # busy now runs one
+        job = cron_job(conn, "idle", name="soon")
+        conn.execute(text(
+            "INSERT INTO occurrences (job_id, fire_at, tenant_id, pool, state, ready_at, max_attempts)"
+            " VALUES (:j, now() + interval '2 seconds', 'idle', 'short', 'ready', now() + interval '2 seconds', 3)"),
+            {"j": job})
+    with engine.begin() as conn:
+        [row] = conn.execute(text("SELECT job_id, ready_at <= now() AS due FROM d2_claim('short', 'w', 1, 30, 5)")).all()
+    assert row.due and row.job_id != job

@@ -76,7 +76,7 @@ FULL = Plan(sustained_seconds=300, backlog=50_000, drain_rounds=3, curve_batches
             history_archive_after_seconds=10, history_rows=1_000_000, peer_rounds=3,
             peer_lag_seconds=30, peer_saturate_seconds=20, peer_backlog=20_000, spike_jobs=50_000,
             spike_spread_seconds=60, skipped_jobs=40_000, profile_seconds=60,
-            # 50 ms is the worker's own default (reference_impl/cli.py); the bench's is harness.ClusterShape's. Each
+            # 50 ms is the worker's own default (reference_impl/cli.py) and the bench's (harness.ClusterShape). Each
             # claims ahead by default; the last row is the control without it.
             poll_variants=((0.005, None), (0.01, None), (0.02, None), (0.05, None), (0.05, 0.0)),
             poll_seconds_each=45, poll_rounds=3)

@@ -320,7 +320,9 @@ BEGIN
         ), chosen AS (
             SELECT cd.id FROM candidates cd
             WHERE cd.k <= cd.room
-            ORDER BY (cd.running_n + cd.k)::double precision / cd.weight, cd.ready_at, cd.id
+            -- What is due before anything claimed ahead, so a row that is not due yet never takes the place of one
+            -- that is; then least running share.
+            ORDER BY cd.ready_at > now(), (cd.running_n + cd.k)::double precision / cd.weight, cd.ready_at, cd.id
             LIMIT v_allow
         ), locked AS (
             -- Found by primary key, and the state is checked on what the lock returns (the row's latest version)
