@@ -368,5 +368,6 @@ def test_a_row_claimed_ahead_never_takes_the_place_of_one_that_is_due(engine):
             " VALUES (:j, now() + interval '2 seconds', 'idle', 'short', 'ready', now() + interval '2 seconds', 3)"),
             {"j": job})
     with engine.begin() as conn:
-        [row] = conn.execute(text("SELECT job_id, ready_at <= now() AS due FROM d2_claim('short', 'w', 1, 30, 5)")).all()
+        [row] = conn.execute(text("SELECT job_id, ready_at <= now() AS due"
+                                  " FROM d2_claim('short', 'w', 1, 30, 5)")).all()
     assert row.due and row.job_id != job
