@@ -270,17 +270,12 @@ class Worker:
 
     def _execute(self, held: Held) -> None:
         # Claimed ahead: wait for ready_at, by the same lower bound on the database clock, so the handler never
-        # starts early whatever this machine's wall clock says. A cancel (or a distrusted lease) ends the wait.
-        if (wait := held.seconds_until_ready()) > 0:
-            held.ctx.cancelled.wait(wait)
-        # Handler start on the database clock: dispatch time (database) + time elapsed here since the claim
-        # returned (monotonic). A lower bound -- it never lands after the database's finished_at.
-        held.started_at = held.on_database_clock_at_least(time.monotonic())
-        ok, error = True, None
-        try:
-            HANDLERS[held.handler].run(held.ctx)
-        except Exception as exc:
-            ok, error = False, f"{type(exc).__name__}: {exc}"
+        # starts early whatever this machine's wall clock says. Cancelled meanwhile (or its lease distrusted), it
+        # never starts at all: the attempt ends failed, and the database decides what follows, as for any other.
+        if (wait := held.seconds_until_ready()) > 0 and held.ctx.cancelled.wait(wait):
+            ok, error = False, "stopped before its due time: never started"
+        else:
+            ok, error = self._run_handler(held)
         held.returned_at = time.monotonic()
         with self.lock:
             if held.abandoned:  # already completed for it, and its slot given back
@@ -288,6 +283,16 @@ class Worker:
             held.finished = True
         self.slot_freed.set()
         self.results.put((held.ctx.token, ok, error))
+
+    def _run_handler(self, held: Held) -> tuple[bool, str | None]:
+        # Handler start on the database clock: dispatch time (database) + time elapsed here since the claim
+        # returned (monotonic). A lower bound -- it never lands after the database's finished_at.
+        held.started_at = held.on_database_clock_at_least(time.monotonic())
+        try:
+            HANDLERS[held.handler].run(held.ctx)
+        except Exception as exc:
+            return False, f"{type(exc).__name__}: {exc}"
+        return True, None
 
     # -- heartbeater -----------------------------------------------------------------------------
     def _heartbeat_loop(self) -> None:

@@ -115,6 +115,23 @@ def test_a_job_claimed_ahead_starts_no_earlier_than_its_fire_time(engine, cluste
     assert timing.written_early == 0 and timing.reported_early == 0, timing
 
 
+def test_a_job_cancelled_while_it_waits_for_its_fire_time_never_starts(engine, cluster):
+    # Claimed 5 s ahead under a 3 s lease (heartbeats every second renew it and carry the cancel).
+    [job_id] = submit_many(engine, 1, delay_s=6, handler="ledger_write")
+    cluster.start_scheduler("s1")
+    cluster.start_worker("w1", lease=3, extra_args=["--poll", "0.5", "--ahead", "5"])
+    wait_until(lambda: rows(engine, "SELECT token FROM attempts"), timeout=30, what="the job to be claimed ahead")
+    assert scalar(engine, "SELECT now() < fire_at FROM occurrences WHERE job_id = :j", j=job_id), \
+        "claimed after its fire time: the test proves nothing"
+    with engine.begin() as conn:
+        conn.execute(text("SELECT d2_cancel_open(:j, 'cancelled by the test')"), {"j": job_id})
+    wait_until(partial(settled, engine, 1), timeout=30, what="the occurrence to end")
+    [attempt] = rows(engine, "SELECT a.started_at, a.error, o.state FROM attempts a"
+                             " JOIN occurrences o ON o.id = a.occurrence_id")
+    assert attempt.started_at is None and "never started" in attempt.error, attempt
+    assert attempt.state == "cancelled" and scalar(engine, "SELECT count(*) FROM ledger_effects") == 0
+
+
 def test_killed_worker_attempt_is_lost_then_rerun_with_a_higher_token(engine, cluster):
     [job_id] = submit_many(engine, 1, delay_s=0, handler="sleep", payload={"seconds": 2}, retry_base_seconds=0.1)
     cluster.start_scheduler("s1")
