@@ -54,6 +54,7 @@ DISTRUST_SQL = (
     " CAST(%(distrusted)s AS timestamptz[]), CAST(%(stopped)s AS timestamptz[])) AS x (t, s, d, h)"
     " ON CONFLICT (token) DO NOTHING")
 RETRY_PAUSE_SECONDS = 0.5  # after a database error, before trying again
+COMPLETION_BATCH = 32  # the completer stops lingering once this many results wait (see _complete_loop)
 # Claim what comes due within two poll periods: one is the wait before the next claim, the other covers that
 # claim's own round trip and the scheduling delays of a busy machine.
 CLAIM_AHEAD_POLLS = 2
@@ -378,11 +379,18 @@ class Worker:
                     unsent.append(self.results.get(timeout=0.1))
                 except queue.Empty:
                     continue
-                # Linger one poll period: handlers claimed ahead finish one by one, each at its own due time, and
-                # sent at once each would cost a round trip and a commit of its own (measured at 833/s: 0.84
-                # completion calls per execution instead of 0.07, twice the CPU). A slot is freed when its handler
-                # returns, not when this is sent, so the linger delays only the record.
-                self.stop.wait(self.config.poll_seconds)
+                # Linger up to one poll period for more: handlers claimed ahead finish one by one, each at its own
+                # due time, and sent at once each would cost a round trip and a commit of its own (measured at
+                # 833/s: 0.84 completion calls per execution instead of 0.07, twice the CPU). Not past
+                # COMPLETION_BATCH: under a backlog larger calls cost the database more per row (draining 20,000,
+                # single runs: 4,500/s lingering 50 ms unbounded, 7,600 stopping at 32). A slot is freed when its
+                # handler returns, not when this is sent, so the linger delays only the record.
+                until = time.monotonic() + self.config.poll_seconds
+                while len(unsent) < COMPLETION_BATCH and (left := until - time.monotonic()) > 0:
+                    try:
+                        unsent.append(self.results.get(timeout=left))
+                    except queue.Empty:
+                        break
             while True:  # everything that finished meanwhile goes in the same round trip
                 try:
                     unsent.append(self.results.get_nowait())
