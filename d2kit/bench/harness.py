@@ -155,8 +155,8 @@ class ClusterShape:
     concurrency: int = 64
     claim_batch: int = 64
     # At the peak every poll finds a few rows, so the period sets the claim round trips per execution. With claiming
-    # ahead it no longer sets the fire lag: the worker's own default, 50 ms (alone, 833/s, 20 s each: p99 lag 1.3 ms
-    # at 19% of the machine, against 1.7 ms at 27% with a 20 ms poll; the poll_period part measures the trade).
+    # ahead it no longer sets the fire lag, so the bench runs the worker's own default, 50 ms: the poll_period part
+    # measured the least CPU there, with about the same p99 lag as the shorter periods (load/results/latest.json).
     poll_seconds: float = 0.05
     # None: the worker's default, claiming what comes due within two poll periods (worker.py); 0 turns claiming
     # ahead off (the poll_period part's control).
