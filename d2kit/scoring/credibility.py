@@ -32,8 +32,13 @@ class Credibility:
     promised_exactly_once: bool = False  # one of the wrong answers is exactly-once promised without the job
 
     @property
+    def promise_alone(self) -> bool:
+        """The exactly-once promise is the only question answered wrongly."""
+        return self.promised_exactly_once and len(self.questions) == 1
+
+    @property
     def factor(self) -> float:
-        if self.promised_exactly_once and len(self.questions) == 1:
+        if self.promise_alone:
             return PROMISE_ALONE
         return max(FLOOR, 1 - DISCOUNT_PER_QUESTION * max(0, len(self.questions) - 1))
 
@@ -41,7 +46,7 @@ class Credibility:
         return self.factor < 1 and check_id not in NOT_DISCOUNTED
 
     def note(self) -> str:
-        if len(self.questions) == 1:
+        if self.promise_alone:
             return (f"not credible: exactly-once execution promised without the job's cooperation, so the checks that "
                     f"judge the design keep {self.factor:.0%} of their points")
         return (f"not credible: wrong or contradicted answers on {len(self.questions)} different questions "

@@ -215,8 +215,13 @@ def _section_number(title: str) -> int | None:
     return None
 
 
+def split_cells(row: str) -> list[str]:
+    """A table row's cells as written, bars removed."""
+    return row.strip().strip("|").split("|")
+
+
 def _cells(row: str) -> tuple[str, ...]:
-    return tuple(strip_markup(c) for c in row.strip().strip("|").split("|"))
+    return tuple(strip_markup(c) for c in split_cells(row))
 
 
 def _one_per_line(unit: Unit) -> list[Unit]:

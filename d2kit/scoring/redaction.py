@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from d2kit.scoring.document import FENCE, HEADING, LIST_ITEM, TABLE_ROW, TABLE_RULE, sentences
+from d2kit.scoring.document import FENCE, HEADING, LIST_ITEM, TABLE_ROW, TABLE_RULE, sentences, split_cells
 from d2kit.scoring.evidence import Evidence
 
 
@@ -32,8 +32,8 @@ def remove_sentences(text: str, drop: Callable[[str], bool]) -> tuple[str, list[
             continue
         if TABLE_ROW.match(line) and not TABLE_RULE.match(line):
             # Emptying a whole row would end its table: the rows after it would lose their header.
-            cells = line.strip().strip("|").split("|")
-            out.append("| " + " | ".join(_kept(cell.strip(), number, drop, removed) for cell in cells) + " |")
+            kept = (_kept(cell.strip(), number, drop, removed) for cell in split_cells(line))
+            out.append("| " + " | ".join(kept) + " |")
             continue
         marker, body = _marker_and_body(line)
         kept = _kept(body, number, drop, removed)
