@@ -354,10 +354,14 @@ def _starts_bold(unit: Unit) -> bool:
     return bool(BOLD_LEAD.match(LIST_ITEM.sub(r"\2", unit.lines[0].text).strip()))
 
 
+def _first_words(text: str) -> str:
+    """An item's title when nothing marks where its name ends: its first ten words."""
+    return " ".join(text.split()[:10]).rstrip(":.")
+
+
 def _title(unit: Unit) -> str:
     bold = BOLD_LEAD.match(LIST_ITEM.sub(r"\2", unit.lines[0].text).strip())
-    text = bold.group(1) if bold else unit.text
-    return " ".join(text.split()[:10]).rstrip(":.")
+    return _first_words(bold.group(1) if bold else unit.text)
 
 
 def split_items(section: SectionText | None) -> list[Item]:
@@ -385,8 +389,10 @@ def split_items(section: SectionText | None) -> list[Item]:
     for unit in body:
         # A row with columns is an item of its own; a one-column table under an item's lead is its list, in a box.
         if unit.kind == "row" and (unit.has_columns or current is None):
-            # Titled by its first cell, or by the first one left when redaction emptied the cells before it.
-            items.append(Item(title=next((cell for cell in unit.cells if cell), unit.text), units=[unit]))
+            # Titled by its first cell, or by the first one left when redaction emptied the cells before it; a
+            # one-column row is the whole item in one cell, titled as the same item written as a paragraph.
+            first_cell = next((cell for cell in unit.cells if cell), unit.text)
+            items.append(Item(title=first_cell if unit.has_columns else _first_words(first_cell), units=[unit]))
             current = None
         elif id(unit) in starter_ids:
             current = Item(title=_title(unit), units=[unit])
@@ -407,5 +413,5 @@ def one_per_lead(item: Item, opens: Callable[[str], bool]) -> list[Item]:
     if len(leads) < 2:
         return [item]
     cuts = [0, *leads[1:], len(unit.text)]
-    return [Item(title=" ".join(unit.text[a:b].split()[:10]).rstrip(":."), units=[unit.part(a, b)])
+    return [Item(title=_first_words(unit.text[a:b]), units=[unit.part(a, b)])
             for a, b in zip(cuts, cuts[1:], strict=False)]
