@@ -419,6 +419,13 @@ def test_when_most_derivations_are_wrong_a_wrong_one_earns_nothing_anywhere():
     assert len(_check(mostly_wrong, "calculations").missing) == 4  # the arithmetic check still shows all three
 
 
+def test_a_wrong_step_written_with_a_bold_result_earns_nothing_either():
+    """Write-ups bold their results ("= **8,300 executions/s**"): the redaction reads the raw sentence, markup and
+    all, so it must still be recognised as the derivation that does not check out."""
+    bold = _paced_catch_up("8,300", "10 TB", "8").replace("clear in 8 seconds", "clear in **8 seconds**")
+    assert _check(bold, "catch_up").points < 3
+
+
 @pytest.mark.parametrize(("written", "checks_out", "said"), [
     ("Peak 833/s, so 833/s × 2 s = 0 in flight.", False, "should be about"),
     ("3,000 updates/s × 86,400 s ≈ 0 dead tuples/day.", False, "the expression gives"),

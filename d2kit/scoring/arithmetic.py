@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import pint
 
-from d2kit.scoring.document import Document, Unit, sentences
+from d2kit.scoring.document import Document, Unit, sentences, strip_markup
 from d2kit.scoring.evidence import Evidence, Finding
 
 # "$1" in SQL is a placeholder; "$500" is still a number.
@@ -581,7 +581,8 @@ def is_wrong_step_of_mostly_wrong(doc: Document) -> Callable[[str], bool] | None
     if not mostly_wrong(doc):
         return None
     wrong = [" ".join(c.sentence.split()) for c in calculations(doc) if not c.checks_out]
-    return lambda sentence: bool(words := " ".join(sentence.split())) and any(words in w for w in wrong)
+    # The sentence comes from the raw text ("= **8,300 executions/s**"), the derivation from the parsed one.
+    return lambda sentence: bool(words := " ".join(strip_markup(sentence).split())) and any(words in w for w in wrong)
 
 
 def stated_quantities(units: list[Unit]) -> list[tuple[Unit, str]]:
