@@ -419,6 +419,19 @@ def test_when_most_derivations_are_wrong_a_wrong_one_earns_nothing_anywhere():
     assert len(_check(mostly_wrong, "calculations").missing) == 4  # the arithmetic check still shows all three
 
 
+def test_a_right_step_among_mostly_wrong_ones_earns_no_arithmetic_credit():
+    """One division right among steps each 10x off is no sign the arithmetic was done: the derivation checks earn
+    nothing and say why; with the wrong steps fixed the same right step counts."""
+    right = "- Peak: 50,000 executions/minute / 60 = 833 executions/s.\n"
+    wrong = _section(2, right + "- Storage: 10M jobs × 1 KB = 10 TB.\n- History: 24M/day × 500 B = 120 GB/day.\n"
+                            "- Concurrency: 833/s × 20 s = 1,700 running.")
+    fixed = wrong.replace("10 TB", "10 GB").replace("120 GB", "12 GB").replace("1,700", "16,700")
+    assert _check(fixed, "calculations").points > 0
+    check = _check(wrong, "calculations")
+    assert check.points == 0 and "do not check out" in check.missing[0], check.missing
+    assert _check(wrong, "dimensions").points == 0
+
+
 def test_a_wrong_step_written_with_a_bold_result_earns_nothing_either():
     """Write-ups bold their results ("= **8,300 executions/s**"): the redaction reads the raw sentence, markup and
     all, so it must still be recognised as the derivation that does not check out."""
