@@ -242,6 +242,9 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "Because the store checks the token on every write, the worker does not need to check anything itself.",
     "The fencing token comes from a database sequence, never from a timestamp or a worker's clock.",
     "Lease times are all set with the database's now(), so the worker's own clock doesn't matter for expiry.",
+    # The worker giving up by elapsed time on its own monotonic clock is the right answer, not one sent elsewhere.
+    "The worker also gives up on its own: if 25 s pass on its monotonic clock without a renewal, it kills the job.",
+    "A worker only ever gives up early, by elapsed time on its own monotonic clock.",
     # The delivery limit in other words: what the rubric asks for, not the promise it names.
     "Exactly-once execution of a side-effecting job is not something a scheduler can promise on its own.",
     "Exactly-once execution of a side-effecting handler cannot be provided by the scheduler.",

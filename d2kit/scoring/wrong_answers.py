@@ -173,7 +173,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"worker\w*'?s? (own |local )(wall[- ]?)?clock\w*.{0,80}\b(lease|expir|own)",
         r"(lease|expir)\w*.{0,80}\bworker\w*'?s? (own |local )(wall[- ]?)?clock",
         r"worker_local", r"(each|every) (replica|node|scheduler) uses its own (wall[- ]?)?clock",
-        r"(sends?|passes?|gives?)\b.{0,50}\bits (own )?(system\.)?(nanotime|monotonic)\w*",
+        # a reading sent to another node; not a worker that "gives up" or lets time "pass on" its own clock
+        r"(sends?|passes?|gives?)\b(?! (up|on)\b).{0,50}\bits (own )?(system\.)?(nanotime|monotonic)\w*",
         r"compar\w*\b.{0,60}\b(with|against|to) (its|their) own (\w+ ){0,2}clock",
         r"\bntp\b.{0,60}\b(keeps?|guarantees?|ensures?|solves?)\b.{0,40}\b(sync|skew|clocks?)",
         r"clock skew is solved by",
