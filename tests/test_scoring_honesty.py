@@ -205,6 +205,19 @@ def test_one_wrong_answer_costs_only_its_own_check():
     assert _check(SOUND + slip, "failure_triads").points == _check(SOUND, "failure_triads").points
 
 
+def test_a_lease_judged_across_clocks_also_loses_the_lease_half_of_follow_up_1():
+    """Expiry compared across machines' wall clocks is no lease (a slow worker runs on after a new copy starts): it
+    costs the clock check and half of lease-and-fencing, whose token half still stands."""
+    fenced = _section(6, "Each claim gets a 30 s lease and a fencing token from a database sequence; the worker renews "
+                         "the lease every 10 s, and when it expires the reaper re-dispatches the run with a higher "
+                         "token. The sink checks the token on every write and refuses an older one.")
+    across = fenced + _section(6, "The worker compares lease_expires_at with its own local wall clock.")
+    assert _check(fenced, "lease_fencing").points > _check(fenced, "lease_fencing").max_points / 2
+    spoiled = _check(across, "lease_fencing")
+    assert spoiled.points <= spoiled.max_points / 2 and spoiled.missing[0].startswith("wrong answer"), spoiled.missing
+    assert score_text(across).credibility == ""  # still one question answered wrongly
+
+
 def test_exactly_once_promised_alone_discounts_the_design():
     """The rubric's no-hire answer is not a slip: a design that promises exactly-once never asked what a second copy
     does, so its failure legs and rejections are believed less, though by less than wrong answers on two questions."""
