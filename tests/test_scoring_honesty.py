@@ -205,6 +205,19 @@ def test_one_wrong_answer_costs_only_its_own_check():
     assert _check(SOUND + slip, "failure_triads").points == _check(SOUND, "failure_triads").points
 
 
+def test_a_lease_judged_across_clocks_also_loses_the_lease_half_of_follow_up_1():
+    """Expiry compared across machines' wall clocks is no lease (a slow worker runs on after a new copy starts): it
+    costs the clock check and half of lease-and-fencing, whose token half still stands."""
+    fenced = _section(6, "Each claim gets a 30 s lease and a fencing token from a database sequence; the worker renews "
+                         "the lease every 10 s, and when it expires the reaper re-dispatches the run with a higher "
+                         "token. The sink checks the token on every write and refuses an older one.")
+    across = fenced + _section(6, "The worker compares lease_expires_at with its own local wall clock.")
+    assert _check(fenced, "lease_fencing").points > _check(fenced, "lease_fencing").max_points / 2
+    spoiled = _check(across, "lease_fencing")
+    assert spoiled.points <= spoiled.max_points / 2 and spoiled.missing[0].startswith("wrong answer"), spoiled.missing
+    assert score_text(across).credibility == ""  # still one question answered wrongly
+
+
 def test_exactly_once_promised_alone_discounts_the_design():
     """The rubric's no-hire answer is not a slip: a design that promises exactly-once never asked what a second copy
     does, so its failure legs and rejections are believed less, though by less than wrong answers on two questions."""
@@ -242,6 +255,9 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "Because the store checks the token on every write, the worker does not need to check anything itself.",
     "The fencing token comes from a database sequence, never from a timestamp or a worker's clock.",
     "Lease times are all set with the database's now(), so the worker's own clock doesn't matter for expiry.",
+    # The worker giving up by elapsed time on its own monotonic clock is the right answer, not one sent elsewhere.
+    "The worker also gives up on its own: if 25 s pass on its monotonic clock without a renewal, it kills the job.",
+    "A worker only ever gives up early, by elapsed time on its own monotonic clock.",
     # The delivery limit in other words: what the rubric asks for, not the promise it names.
     "Exactly-once execution of a side-effecting job is not something a scheduler can promise on its own.",
     "Exactly-once execution of a side-effecting handler cannot be provided by the scheduler.",
@@ -417,6 +433,26 @@ def test_when_most_derivations_are_wrong_a_wrong_one_earns_nothing_anywhere():
     wrong = _check(mostly_wrong, "catch_up")
     assert wrong.points < 3 and "the catch-up is not paced (thundering herd)" in wrong.missing, wrong.missing
     assert len(_check(mostly_wrong, "calculations").missing) == 4  # the arithmetic check still shows all three
+
+
+def test_a_right_step_among_mostly_wrong_ones_earns_no_arithmetic_credit():
+    """One division right among steps each 10x off is no sign the arithmetic was done: the derivation checks earn
+    nothing and say why; with the wrong steps fixed the same right step counts."""
+    right = "- Peak: 50,000 executions/minute / 60 = 833 executions/s.\n"
+    wrong = _section(2, right + "- Storage: 10M jobs × 1 KB = 10 TB.\n- History: 24M/day × 500 B = 120 GB/day.\n"
+                            "- Concurrency: 833/s × 20 s = 1,700 running.")
+    fixed = wrong.replace("10 TB", "10 GB").replace("120 GB", "12 GB").replace("1,700", "16,700")
+    assert _check(fixed, "calculations").points > 0
+    check = _check(wrong, "calculations")
+    assert check.points == 0 and "do not check out" in check.missing[0], check.missing
+    assert _check(wrong, "dimensions").points == 0
+
+
+def test_a_wrong_step_written_with_a_bold_result_earns_nothing_either():
+    """Write-ups bold their results ("= **8,300 executions/s**"): the redaction reads the raw sentence, markup and
+    all, so it must still be recognised as the derivation that does not check out."""
+    bold = _paced_catch_up("8,300", "10 TB", "8").replace("clear in 8 seconds", "clear in **8 seconds**")
+    assert _check(bold, "catch_up").points < 3
 
 
 @pytest.mark.parametrize(("written", "checks_out", "said"), [

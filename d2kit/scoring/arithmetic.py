@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import pint
 
-from d2kit.scoring.document import Document, Unit, sentences
+from d2kit.scoring.document import Document, Unit, sentences, strip_markup
 from d2kit.scoring.evidence import Evidence, Finding
 
 # "$1" in SQL is a placeholder; "$500" is still a number.
@@ -581,7 +581,8 @@ def is_wrong_step_of_mostly_wrong(doc: Document) -> Callable[[str], bool] | None
     if not mostly_wrong(doc):
         return None
     wrong = [" ".join(c.sentence.split()) for c in calculations(doc) if not c.checks_out]
-    return lambda sentence: bool(words := " ".join(sentence.split())) and any(words in w for w in wrong)
+    # The sentence comes from the raw text ("= **8,300 executions/s**"), the derivation from the parsed one.
+    return lambda sentence: bool(words := " ".join(strip_markup(sentence).split())) and any(words in w for w in wrong)
 
 
 def stated_quantities(units: list[Unit]) -> list[tuple[Unit, str]]:
@@ -602,19 +603,25 @@ MOSTLY_WRONG = 3  # wrong derivations, and more wrong than right: the arithmetic
 ASSUMPTIONS_FOR_FULL = 3
 
 
+def _credited(doc: Document) -> list[Calculation]:
+    """The derivations that check out, unless most do not: then the few right ones are no sign the arithmetic was
+    done (a division by 60 right among eleven steps off by 10x), and none is credited."""
+    return [] if mostly_wrong(doc) else [c for c in calculations(doc) if c.checks_out]
+
+
 def derivations(doc: Document) -> Finding:
     found = calculations(doc)
-    good = [c for c in found if c.checks_out]
+    good = _credited(doc)
     missing = [f"does not check out, not counted: line {c.evidence.line}: {c.evidence.text} ({c.correction})"
                for c in found if not c.checks_out]
     if len(good) < CALCULATIONS_FOR_FULL:
-        missing.insert(0, f"{len(good)} of the {CALCULATIONS_FOR_FULL} derivations needed "
-                          "(numbers with units combined into a new number)")
+        missing.insert(0, mostly_wrong(doc) or f"{len(good)} of the {CALCULATIONS_FOR_FULL} derivations needed "
+                                               "(numbers with units combined into a new number)")
     return Finding(min(CALCULATIONS_FOR_FULL, len(good)) / CALCULATIONS_FOR_FULL, [c.evidence for c in good], missing)
 
 
 def dimensions(doc: Document) -> Finding:
-    good = [c for c in calculations(doc) if c.checks_out]
+    good = _credited(doc)
     covered = sorted(set().union(*(c.dimensions for c in good))) if good else []
     fraction = 1.0 if len(covered) >= 3 else 0.5 if len(covered) == 2 else 0.0
     evidence = [Evidence(0, f"derivations cover: {', '.join(covered)}")] if covered else []

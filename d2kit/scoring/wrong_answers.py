@@ -32,6 +32,11 @@ class WrongAnswer:
     unless: re.Pattern[str] | None = None  # the same sentence qualifying the claim makes it right
     unless_anywhere: re.Pattern[str] | None = None  # ... or any sentence of the attempt
     unless_store_fences: bool = False  # ... or the design's store checks a fencing token (concepts.store_checks_token)
+    spoils: tuple[tuple[str, float], ...] = ()  # other checks the same answer undoes, with their caps
+
+    def cap_for(self, check_id: str) -> float | None:
+        """The share of ``check_id``'s points this answer leaves at most, or None when it does not touch it."""
+        return self.cap if check_id == self.check else dict(self.spoils).get(check_id)
 
     @property
     def promises_exactly_once(self) -> bool:
@@ -55,6 +60,10 @@ COOPERATION = pattern(r"(job|handler|sink|downstream|author|user|tenant|caller)s
                       r"\b(only (if|when)|unless) the (job|handler|consumer|task|sink|downstream)s?\b",
                       r"\b(effectively|at[- ]least[- ]once plus)")
 
+
+# A lease whose expiry is judged across machines' clocks is no lease: a worker behind by the skew runs on after a new
+# copy starts, one ahead is cut off early. Follow-up 1's lease half is lost with follow-up 7; its token half stands.
+LEASE_EXPIRY = (("lease_fencing", 0.5),)
 
 # What a fencing number is called, and what it must not be made of (the store has to order it).
 TOKEN_NOUN = r"(fencing[_ ])?tokens?|epochs?(?! (ms|milli|seconds?))|generations?"
@@ -173,7 +182,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"worker\w*'?s? (own |local )(wall[- ]?)?clock\w*.{0,80}\b(lease|expir|own)",
         r"(lease|expir)\w*.{0,80}\bworker\w*'?s? (own |local )(wall[- ]?)?clock",
         r"worker_local", r"(each|every) (replica|node|scheduler) uses its own (wall[- ]?)?clock",
-        r"(sends?|passes?|gives?)\b.{0,50}\bits (own )?(system\.)?(nanotime|monotonic)\w*",
+        # a reading sent to another node; not a worker that "gives up" or lets time "pass on" its own clock
+        r"(sends?|passes?|gives?)\b(?! (up|on)\b).{0,50}\bits (own )?(system\.)?(nanotime|monotonic)\w*",
         r"compar\w*\b.{0,60}\b(with|against|to) (its|their) own (\w+ ){0,2}clock",
         r"\bntp\b.{0,60}\b(keeps?|guarantees?|ensures?|solves?)\b.{0,40}\b(sync|skew|clocks?)",
         r"clock skew is solved by",
@@ -190,7 +200,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 # are set with the database's now(), so the worker's own clock doesn't matter"
                 unless=pattern(r"\b(never|not|don'?t|do not|nobody) (compares?|relys?|relies|depends?|trusts?)\b",
                                r"\bonly the (database|db|store|server)'?s?\b",
-                               r"\bclocks? (\w+ ){0,3}(doesn'?t|does not|don'?t|do not|never) matters?\b")),
+                               r"\bclocks? (\w+ ){0,3}(doesn'?t|does not|don'?t|do not|never) matters?\b"),
+                spoils=LEASE_EXPIRY),
     WrongAnswer("clocks", "readings of different machines' clocks compared (a monotonic clock orders one machine's "
                 "times only)", pattern(
         r"monotonic clocks?\b.{0,30}\b(is |are )?(compared|synchroni[sz]ed|shared) (across|between)",
@@ -198,7 +209,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"(nodes|machines|hosts|servers)",
         r"compar\w*\b.{0,60}\b(with|against|to) the (worker|other node|remote node|client)'?s? (wall[- ]?)?clock"),
                 0.0,
-                unless=pattern(r"\b(not|never|cannot|can'?t|isn'?t|aren'?t|meaningless|only (on|within|valid))\b")),
+                unless=pattern(r"\b(not|never|cannot|can'?t|isn'?t|aren'?t|meaningless|only (on|within|valid))\b"),
+                spoils=LEASE_EXPIRY),
     WrongAnswer("replica_double_fire", "leader election alone, with nothing on the failover gap or a paused old "
                 "leader", pattern(r"\b(only|just) (the )?leader\b.{0,60}\b(fires?|dispatch\w*|reads?|publish\w*|"
                                   r"schedul\w*|runs?)\b",
@@ -311,10 +323,10 @@ def charges(doc: Document) -> list[Charge]:
 
 def charge(check_id: str, finding: Finding, found: list[Charge]) -> Finding:
     """``finding`` with its fraction capped by the wrong answers charged to ``check_id``, each quoted."""
-    mine = [c for c in found if c.wrong.check == check_id]
+    mine = [c for c in found if c.wrong.cap_for(check_id) is not None]
     if not mine:
         return finding
-    cap = min(c.wrong.cap for c in mine)
+    cap = min(c.wrong.cap_for(check_id) for c in mine)
     notes = [f"wrong answer, costs points (line {c.evidence.line}): {c.wrong.name}: \"{c.evidence.text}\""
              for c in mine]
     return Finding(min(finding.fraction, cap), finding.evidence, notes + finding.missing)
