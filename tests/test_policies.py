@@ -276,6 +276,25 @@ def test_caps_are_per_pool(engine):
     assert claim(engine, 10, pool="short") == {"t": 2}
 
 
+def test_the_admission_bucket_keeps_the_tokens_earned_while_a_claim_runs(engine):
+    """Every token the rate earns is either handed out or still in the bucket: refilled_at records the instant the
+    bucket was refilled to, not the end of the claim, or each claim drops rate x its own duration (the pool then
+    drains below its admission rate, and more so on a slow machine)."""
+    rate = 100_000.0  # a token per 10 us, so even a fast claim's duration shows
+    with engine.begin() as conn:
+        tenants.create_tenant(conn, "t", max_running=1000)
+        ready_backlog(conn, "t", 50)
+    with engine.begin() as conn:  # one transaction, so the bucket stays under its 100 ms burst cap
+        before = conn.execute(text(
+            "UPDATE pools SET admission_rate = :r, tokens = 0, refilled_at = clock_timestamp() - interval '20 ms'"
+            " WHERE name = 'short' RETURNING refilled_at"), {"r": rate}).scalar_one()
+        claimed = conn.execute(text("SELECT count(*) FROM d2_claim('short', 'w1', 10, 30)")).scalar_one()
+        tokens, after = conn.execute(text("SELECT tokens, refilled_at FROM pools WHERE name = 'short'")).one()
+    earned = rate * (after - before).total_seconds()
+    assert claimed == 10
+    assert abs(tokens + claimed - earned) < 2, f"{earned - tokens - claimed:.0f} tokens earned but neither left nor used"
+
+
 @pytest.mark.slow
 def test_admission_rate_holds_within_10_percent_across_workers(engine, database_url, tmp_path):
     rate = 150

@@ -252,6 +252,8 @@ AS $$
 DECLARE
     v_rate double precision;
     v_tokens double precision;
+    v_refilled_at timestamptz;
+    v_now timestamptz;
     v_allow integer;
     v_claimed integer;
     v_stale boolean;
@@ -274,13 +276,16 @@ BEGIN
     END IF;
 
     -- Admission bucket, refilled by the database clock. Burst is 100 ms worth of the rate.
-    SELECT p.admission_rate,
-           least(greatest(1, p.admission_rate * 0.1),
-                 p.tokens + p.admission_rate * greatest(0, extract(epoch FROM clock_timestamp() - p.refilled_at)))
-      INTO v_rate, v_tokens
+    SELECT p.admission_rate, p.tokens, p.refilled_at INTO v_rate, v_tokens, v_refilled_at
       FROM pools p WHERE p.name = p_pool
       FOR NO KEY UPDATE;   -- not FOR UPDATE: that would also block every INSERT INTO jobs (its foreign key
                            -- takes KEY SHARE on the pool row), so job submission would queue behind claims
+    -- Refilled up to an instant read once the row is ours, and that instant is what refilled_at records below:
+    -- stamping the end of the claim instead dropped the tokens earned while the claim ran, and the pool drained
+    -- below its rate (7-14% below with three workers at 150/s on a busy machine).
+    v_now := clock_timestamp();
+    v_tokens := least(greatest(1, v_rate * 0.1),
+                      v_tokens + v_rate * greatest(0, extract(epoch FROM v_now - v_refilled_at)));
     -- Asked again under the lock, where the claim ahead of this one may have refreshed them already. The refresh
     -- is a statement of its own, so it sees every claim before this one.
     IF v_stale AND d2_claim_bounds_stale(p_pool) THEN
@@ -359,7 +364,7 @@ BEGIN
     END IF;
 
     IF v_rate IS NOT NULL THEN
-        UPDATE pools SET tokens = v_tokens - v_claimed, refilled_at = clock_timestamp() WHERE name = p_pool;
+        UPDATE pools SET tokens = v_tokens - v_claimed, refilled_at = v_now WHERE name = p_pool;
     END IF;
 END $$;
 
