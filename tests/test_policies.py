@@ -292,7 +292,7 @@ def test_the_admission_bucket_keeps_the_tokens_earned_while_a_claim_runs(engine)
         tokens, after = conn.execute(text("SELECT tokens, refilled_at FROM pools WHERE name = 'short'")).one()
     earned = rate * (after - before).total_seconds()
     assert claimed == 10
-    assert abs(tokens + claimed - earned) < 2, f"{earned - tokens - claimed:.0f} tokens earned but neither left nor used"
+    assert abs(tokens + claimed - earned) < 2, f"{earned - tokens - claimed:.0f} tokens neither left nor used"
 
 
 @pytest.mark.slow
