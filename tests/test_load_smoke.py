@@ -129,13 +129,13 @@ def test_the_skipped_rows_part_writes_both_records():
 
 
 def test_the_poll_period_part_runs_each_variant_in_alternating_rounds():
-    found = scenarios.poll_period(SHAPE, [(0.005, None), (0.05, None), (0.05, 0.0)], rate=200, seconds=4, rounds=2)
+    found = scenarios.poll_period(SHAPE, [(0.005, None), (0.05, 0.0)], rate=200, seconds=3, rounds=2)
     # Each row records the window its workers ran with: two periods by default, none for the control.
     assert [(row["poll_seconds"], row["claim_ahead_seconds"]) for row in found["periods"]] == [
-        (0.005, 0.01), (0.05, 0.1), (0.05, 0.0)]
+        (0.005, 0.01), (0.05, 0.0)]
     for row in found["periods"]:
         assert len(row["runs"]) == 2 and row["lost_occurrences"] == 0
         assert row["median"]["p99_lag_ms"] is not None and row["median"]["our_cpu_percent"] > 0
     # A longer period means fewer claims per execution: the trade the part exists to show.
-    short, long_, _ = (row["median"]["claims_per_execution"] for row in found["periods"])
+    short, long_ = (row["median"]["claims_per_execution"] for row in found["periods"])
     assert long_ < short
