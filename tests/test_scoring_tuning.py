@@ -28,10 +28,10 @@ def _of_class(name: str) -> list[str]:
     return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
 
 
-# Floors at what the scorer reached after the fifteenth change (rubric/calibration/SPLIT.md): 209 of 262, mean error
-# 5.43 (205 and 5.6 when held-out v15 was folded in and the calibrated total refitted on v1-v15).
-MOST_MISSES = 53
-MOST_MEAN_ERROR = 5.45
+# Floors at what the scorer reached when held-out v16 was folded in (rubric/calibration/SPLIT.md): 219 of 278, mean
+# error 5.55 (209 of 262 and 5.43 after the fifteenth change).
+MOST_MISSES = 59
+MOST_MEAN_ERROR = 5.55
 
 
 def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):
