@@ -13,6 +13,7 @@ import pytest
 from d2kit.scoring.arithmetic import calculations
 from d2kit.scoring.concepts import FENCING
 from d2kit.scoring.document import parse
+from d2kit.scoring.evidence import QUOTE_CHARS
 from d2kit.scoring.failures import failure_items
 from d2kit.scoring.prose import is_name_drop
 from d2kit.scoring.rubric import load_design_rubric
@@ -856,6 +857,15 @@ def test_the_quote_is_the_sentence_that_earned_the_point_not_a_neighbour():
     text = _section(1, "Delivery: at-least-once. The office is closed on public holidays and the coffee is free.")
     evidence = _check(text, "delivery_semantics").evidence
     assert [e.text for e in evidence] == ["Delivery: at-least-once."]
+
+
+def test_a_sentence_too_long_to_quote_whole_is_quoted_where_it_earned_the_point():
+    # An unpunctuated run of lines is one "sentence"; cutting it at the front quoted words from other lines.
+    endpoints = "\n".join(f"GET /reports/{n}/summary page {n}" for n in range(12))
+    text = _section(1, endpoints + "\nDelivery is at-least-once, and the handler must be idempotent")
+    evidence = _check(text, "delivery_semantics").evidence
+    assert evidence and all(len(e.text) <= QUOTE_CHARS for e in evidence)
+    assert any("at-least-once" in e.text and e.text.startswith("…") for e in evidence), evidence
 
 
 # -- 5. fluent but not distributed -------------------------------------------------------------------

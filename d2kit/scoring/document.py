@@ -114,11 +114,12 @@ class Unit:
         """``text[start:end]`` as a paragraph of its own, on the line where it starts."""
         return Unit("paragraph", [Line(self.line_at(start).number, self.text[start:end].strip())], self.section)
 
-    def sentence_at(self, offset: int) -> str:
-        """The sentence of ``text`` around character ``offset``: the one that earned the point, not a neighbour."""
+    def sentence_at(self, offset: int) -> tuple[int, str]:
+        """(offset, sentence) of the sentence of ``text`` around character ``offset``: the one that earned the
+        point, not a neighbour."""
         parts = sentences(self.text)
-        index = max(i for i, (start, _) in enumerate(parts) if start <= offset)
-        return parts[index][1].strip()
+        start, sentence = parts[max(i for i, (start, _) in enumerate(parts) if start <= offset)]
+        return start + len(sentence) - len(sentence.lstrip()), sentence.strip()
 
 
 @dataclass

@@ -38,12 +38,20 @@ class Evidence:
         first = next(((start, match) for start, match in hits if match), None)
         if first:
             offset = first[0] + first[1].start()
-        return cls.quote(unit.line_at(offset).number, unit.sentence_at(offset))
+        sentence_start, sentence = unit.sentence_at(offset)
+        return cls.quote(unit.line_at(offset).number, sentence, at=offset - sentence_start)
 
     @classmethod
-    def quote(cls, line: int, text: str) -> Evidence:
-        text = " ".join(text.split())
-        return cls(line, text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…")
+    def quote(cls, line: int, text: str, at: int = 0) -> Evidence:
+        """``text`` with its whitespace collapsed; a sentence too long to quote whole is cut around character
+        ``at`` (where the match is), so the quote shows the words that earned the point and sit on ``line``."""
+        said = " ".join(text.split())
+        if len(said) <= QUOTE_CHARS:
+            return cls(line, said)
+        at = len(" ".join(text[:max(at, 0)].split()))
+        start = 0 if at < QUOTE_CHARS * 2 // 3 else min(at - QUOTE_CHARS // 3, len(said) - QUOTE_CHARS + 2)
+        cut = said[start:start + QUOTE_CHARS - (2 if start else 1)]
+        return cls(line, ("…" if start else "") + cut + ("…" if start + len(cut) < len(said) else ""))
 
 
 @dataclass
