@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from d2kit.scoring.prose import is_prose, word_count
@@ -57,7 +58,9 @@ class Unit:
     cells: tuple[str, ...] = ()  # table rows only
     header: tuple[str, ...] = ()  # a table body row: its table's header cells
 
-    @property
+    # text, statements and statement_text are asked for thousands of times per scoring (every check walks every
+    # unit) and a unit's lines are final once parse() closes it, so each is worked out once.
+    @cached_property
     def text(self) -> str:
         if self.kind == "row":
             return " | ".join(self.cells)
@@ -104,9 +107,13 @@ class Unit:
 
     def statements(self) -> list[tuple[int, str]]:
         """(offset, sentence) for the sentences of ``text`` that are not questions: asking is not answering."""
+        return self._statements
+
+    @cached_property
+    def _statements(self) -> list[tuple[int, str]]:
         return [(start, sentence) for start, sentence in sentences(self.text) if not is_question(sentence)]
 
-    @property
+    @cached_property
     def statement_text(self) -> str:
         return " ".join(sentence for _, sentence in self.statements())
 
@@ -167,6 +174,7 @@ def is_question(sentence: str) -> bool:
     return sentence.rstrip(" \"'”)*_").endswith("?")
 
 
+@lru_cache(maxsize=1 << 16)
 def sentences(text: str) -> list[tuple[int, str]]:
     """(offset, sentence) for each sentence of ``text``."""
     starts = [0] + [m.end() for m in SENTENCE_BREAK.finditer(text)]
@@ -174,6 +182,7 @@ def sentences(text: str) -> list[tuple[int, str]]:
     return [(start, text[start:end]) for start, end in zip(starts, ends, strict=True)]
 
 
+@lru_cache(maxsize=1 << 16)
 def strip_markup(text: str) -> str:
     """Markdown emphasis, code spans, link syntax and list markers removed; words and symbols kept."""
     text = LIST_ITEM.sub(r"\2", text)
