@@ -22,7 +22,6 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--no-first-run"]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
-pytestmark = pytest.mark.slow
 SAMPLE_SLUGS = [p.stem for p in sorted((REPO_ROOT / "docs" / "samples").glob("*.md")) if p.stem != "index"]
 
 
