@@ -64,6 +64,7 @@ COOPERATION = pattern(r"(job|handler|sink|downstream|author|user|tenant|caller)s
 # A lease whose expiry is judged across machines' clocks is no lease: a worker behind by the skew runs on after a new
 # copy starts, one ahead is cut off early. Follow-up 1's lease half is lost with follow-up 7; its token half stands.
 LEASE_EXPIRY = (("lease_fencing", 0.5),)
+LIVENESS = r"leases?|expir\w*|heartbeats?|check-?ins?|renew\w*|liveness|timestamps?|stamp(ed|s)?"
 
 # What a fencing number is called, and what it must not be made of (the store has to order it).
 TOKEN_NOUN = r"(fencing[_ ])?tokens?|epochs?(?! (ms|milli|seconds?))|generations?"
@@ -200,7 +201,10 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 # are set with the database's now(), so the worker's own clock doesn't matter"
                 unless=pattern(r"\b(never|not|don'?t|do not|nobody) (compares?|relys?|relies|depends?|trusts?)\b",
                                r"\bonly the (database|db|store|server)'?s?\b",
-                               r"\bclocks? (\w+ ){0,3}(doesn'?t|does not|don'?t|do not|never) matters?\b"),
+                               r"\bclocks? (\w+ ){0,3}(doesn'?t|does not|don'?t|do not|never) matters?\b",
+                               # due times read on the reader's own clock are what every scheduler does: the wrong
+                               # answer is a lease, a heartbeat or an expiry judged across machines
+                               rf"^(?!.*\b({LIVENESS})).*\b(due|fire|firing|scheduled|trigger)[ _-]?(times?|at)\b"),
                 spoils=LEASE_EXPIRY),
     WrongAnswer("clocks", "readings of different machines' clocks compared (a monotonic clock orders one machine's "
                 "times only)", pattern(
