@@ -601,6 +601,8 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
                            "lost."),
     ("replica_double_fire", "Three planner copies insert runs under a unique (job, due time) pair, so a second copy's "
                             "insert is refused; there is no single leader whose loss would stall planning."),
+    ("clocks", "A claim's expiry is judged on the database's clock only; each host's clock offset against the time "
+               "service is alerted on above 500 ms."),
 ])
 def test_plain_phrasing_of_a_follow_up_earns_it(check_id: str, plain: str):
     check = _check(_section(6, plain), check_id)

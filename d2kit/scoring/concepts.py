@@ -241,7 +241,9 @@ ONE_CLOCK = pattern(r"(database|\bdb|postgres|server|store)'?s? (own )?(clock|no
                     r"(decided|judged|measured|checked) (only )?(by|on) (the )?(store|database|db|server)\b",
                     r"its own now\(\)", r"the only clock")
 SKEW = pattern(r"clock skew", r"\bskew", r"\bntp\b", r"\bdrift", r"wall[- ]clock",
-               r"clocks? (that )?(may |can |will )?(disagree|differ|drift)")
+               r"clocks? (that )?(may |can |will )?(disagree|differ|drift)",
+               # chrony's and NTP's word for it: "alert if any host's offset exceeds 500 ms"
+               r"\b(clock|host'?s?) offsets?\b", r"\boffsets?\b.{0,30}\b(time (service|server)|ntp|chrony)")
 
 
 def _deep_dive_first(doc: Document) -> list[Unit]:
