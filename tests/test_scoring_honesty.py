@@ -601,6 +601,9 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
                            "lost."),
     ("replica_double_fire", "Three planner copies insert runs under a unique (job, due time) pair, so a second copy's "
                             "insert is refused; there is no single leader whose loss would stall planning."),
+    ("replica_double_fire", "Four scanners read the same due list; a run is created only if no item with its key "
+                            "exists, so whichever scanner writes second is refused and none of them is a single "
+                            "point of failure."),
     ("clocks", "A claim's expiry is judged on the database's clock only; each host's clock offset against the time "
                "service is alerted on above 500 ms."),
 ])

@@ -153,10 +153,14 @@ OTHER_DOUBLE_FIRE_GUARDS = (
     r"(one|a single) (owner|planner|dispatcher) (per|for each) (slice|bucket|partition|shard)",
     # SKIP LOCKED in plain words: "row locks, skipping rows someone else holds".
     r"\brow locks?\b", r"\bskip(s|ping)? (the )?rows?\b",
+    # a put-if-absent in plain words: "created only if no item with this key exists", "written only if not there"
+    r"\bonly if (it is )?(absent|not there|(it )?(does not|doesn'?t) (already )?exist|no (row|item|record|entry)\b"
+    r"[^.;|]{0,30}\bexists)",
 )
 DOUBLE_FIRE_MECHANISM = pattern(*UNIQUE_KEY, *OTHER_DOUBLE_FIRE_GUARDS, *LEADER_GUARD)
-REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other|a second|the second) "
-                   r"(schedulers?|planners?|dispatchers?|instances|coordinators?|owners?|pollers?|consumers?|leaders|"
+REPLICAS = pattern(r"replica", r"(several|multiple|four|three|two|each|both|other|a second|the second) "
+                   r"(schedulers?|planners?|dispatchers?|instances|coordinators?|owners?|pollers?|scanners?|"
+                   r"consumers?|leaders|"
                    r"nodes|standbys)",
                    r"more than one (scheduler|planner|dispatcher|owner|poller|consumer)",
                    r"both (replicas|schedulers)", r"\btwice\b", r"double[- ]?(fire|dispatch|run)",
