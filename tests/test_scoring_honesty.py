@@ -750,6 +750,15 @@ def test_a_column_whose_heading_names_no_leg_is_read_as_sentences_are():
     assert len(items) == 1 and items[0].complete, [(i.title, i.missing_legs()) for i in items]
 
 
+@pytest.mark.parametrize("heading", ["How we stop it spreading", "What stops the damage", "How we limit damage"])
+def test_a_column_headed_with_stopping_the_damage_or_its_spread_is_containment(heading: str):
+    table = _section(7, f"| Failure | How we notice | {heading} | How we get back |\n|---|---|---|---|\n"
+                        "| Worker machine dies | Its check-ins stop for 60 s | The sweeper alone hands the run out "
+                        "again, after waiting out the silence | A new attempt runs on another box |")
+    items = failure_items(parse(table))
+    assert len(items) == 1 and "containment" in items[0].legs, [(i.title, i.missing_legs()) for i in items]
+
+
 @pytest.mark.parametrize("order", [
     "each take writes the shard's owner number, and the store refuses a write carrying an older one",
     "a retried run gets a new attempt number, always bigger than the last, and the sink checks it",
