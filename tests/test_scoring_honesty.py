@@ -246,6 +246,8 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "We never check whether the run already happened before dispatching it; the unique key on (job_id, fire_time) "
     "does that.",
     "Cron on a single box skips missed runs silently; we record every skipped run with its reason.",
+    # a per-job choice among options, not a choice to skip
+    "Per job, the owner picks: skip missed runs, run only the most recent one, or run all of them at a set rate.",
     "Kafka transactions give exactly-once inside Kafka, but not for the job's side effects, which need the job's "
     "cooperation.",
     "If the leader loses quorum it steps down and stops firing.",

@@ -83,6 +83,11 @@ EXACTLY_ONCE_PROMISE = pattern(
     r"\b(every|each|all) (jobs?|runs?)\b.{0,20}\b(runs?|execut\w*|fires?|happens?) exactly[- ]once")
 
 
+# "Each schedule has a setting: run them all, run only the latest, or skip": options, not a choice.
+CATCH_UP_OPTIONS = pattern(r"\bor (skip|run only|run the (latest|most recent)|only the (latest|most recent)|"
+                           r"run (them )?all|run (each|every))\b", r"\b(run|fire) them all\W+(\w+\W+){0,6}or\b")
+
+
 WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("delivery_semantics", "exactly-once execution promised without the job's cooperation",
                 EXACTLY_ONCE_PROMISE, 0.0, COOPERATION),  # the rubric's "none"
@@ -265,15 +270,14 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 unless=pattern(r"\b(steps? down|stops?|refuses?|read[- ]only|cannot|can'?t)\b")),
     WrongAnswer("catch_up", "missed runs skipped silently, with no record", pattern(
         r"\bskip(s|ped|ping)? (all |every |the )*(missed|overdue|past[- ]due)\b"), 1 / 3,
-                unless=pattern(r"\b(record\w*|rows?|reasons?|mark\w*|logged|status|state)\b")),
+                unless=pattern(r"\b(record\w*|rows?|reasons?|mark\w*|logged|status|state)\b",
+                               CATCH_UP_OPTIONS.pattern)),
     WrongAnswer("catch_up", "every missed run fired at once", pattern(
         r"(all|every) (the |[\d,.]+k? )?(missed|overdue|past-due)\b.{0,60}\b(at once|immediately|in one burst|"
         r"together)",
         r"fires? every (job|occurrence|run|execution)\b.{0,60}\b(in the past|has passed|missed)",
         r"(run|fire)s? them all\b"), 1 / 3,
-                # "each schedule has a setting: run them all, run only the latest, or skip": options, not a choice
-                unless=pattern(r"\bor (skip|run only|run the (latest|most recent)|only the (latest|most recent))",
-                               r"\b(run|fire) them all\W+(\w+\W+){0,6}or\b")),
+                unless=CATCH_UP_OPTIONS),
     WrongAnswer("catch_up", "the catch-up released at an unlimited rate (a storm)", pattern(
         r"\b(admission|release|drain|dispatch|catch[- ]up) (rate|limit)\W+(\w+\W+){0,2}"
         r"(unlimited|infinite|unbounded)\b",
