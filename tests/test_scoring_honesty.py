@@ -744,8 +744,8 @@ def test_a_claim_that_lapses_is_noticed_and_a_republished_run_is_recovered():
 
 
 def test_a_column_whose_heading_names_no_leg_is_read_as_sentences_are():
-    """"How we limit damage" names no leg the headings know; its cell still says what contains the failure."""
-    table = _section(7, "| Failure | How we notice | How we limit damage | How we get back |\n|---|---|---|---|\n"
+    """"What we do about it" names no leg the headings know; its cell still says what contains the failure."""
+    table = _section(7, "| Failure | How we notice | What we do about it | How we get back |\n|---|---|---|---|\n"
                         "| Worker cut off but still running | Its check-ins stop for 30 s | Its writes carry the old "
                         "attempt number and are refused by the store | A new attempt runs on another box |")
     items = failure_items(parse(table))
