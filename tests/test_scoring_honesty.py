@@ -1129,3 +1129,11 @@ def test_the_delivery_limit_said_in_plain_words_earns_the_limit(limit: str):
     chosen = "We choose at-least-once delivery for every job."
     assert _check(_section(1, chosen), "delivery_semantics").points == 2
     assert _check(_section(1, f"{chosen} {limit}"), "delivery_semantics").points == 4
+
+
+@pytest.mark.parametrize("chosen", [
+    "The promise: every planned run happens one or more times, or ends marked failed with its reason.",
+    "Each due run executes one or more times; a run that keeps failing is marked dead and its owner is paged.",
+])
+def test_at_least_once_said_as_one_or_more_times_is_the_guarantee_chosen(chosen: str):
+    assert _check(_section(1, chosen), "delivery_semantics").points == 2

@@ -27,7 +27,8 @@ from d2kit.scoring.evidence import (
 # The guarantee in plain words: "a run may happen more than once but is never lost" is at-least-once.
 AT_LEAST_ONCE_PLAIN = (r"(more than once|twice|again)\b.{0,40}\b(never|not) (\w+ ){0,2}(lost|dropped|skipped|"
                        r"missed|silently)",
-                       r"\bnever (\w+ ){0,3}(lost|dropped|skipped|missed)\b.{0,40}\b(more than once|twice|duplicat)")
+                       r"\bnever (\w+ ){0,3}(lost|dropped|skipped|missed)\b.{0,40}\b(more than once|twice|duplicat)",
+                       r"\b(runs?|happens?|executes?|fires?) (\w+ )?one or more times\b")
 SEMANTICS = pattern(r"at[- ]least[- ]once", r"at[- ]most[- ]once", r"exactly[- ]once", *AT_LEAST_ONCE_PLAIN)
 DELIVERY_LIMIT = pattern(
     r"exactly[- ]once.{0,120}\b(not (achievable|possible)|impossible|cannot|can'?t|requires?|needs?|only with|"
