@@ -246,6 +246,8 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "We never check whether the run already happened before dispatching it; the unique key on (job_id, fire_time) "
     "does that.",
     "Cron on a single box skips missed runs silently; we record every skipped run with its reason.",
+    # a per-job choice among options, not a choice to skip
+    "Per job, the owner picks: skip missed runs, run only the most recent one, or run all of them at a set rate.",
     "Kafka transactions give exactly-once inside Kafka, but not for the job's side effects, which need the job's "
     "cooperation.",
     "If the leader loses quorum it steps down and stops firing.",
@@ -259,6 +261,10 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     # The worker giving up by elapsed time on its own monotonic clock is the right answer, not one sent elsewhere.
     "The worker also gives up on its own: if 25 s pass on its monotonic clock without a renewal, it kills the job.",
     "A worker only ever gives up early, by elapsed time on its own monotonic clock.",
+    # Due times read on the reader's own clock are what every scheduler does; the wrong answer is a lease across clocks.
+    "Each scanner compares the due times it reads with its own clock, so a skewed scanner only starts a job a little "
+    "early or late.",
+    "All nodes run NTP and each planner compares against its own clock, so a small skew only shifts fire times.",
     # The delivery limit in other words: what the rubric asks for, not the promise it names.
     "Exactly-once execution of a side-effecting job is not something a scheduler can promise on its own.",
     "Exactly-once execution of a side-effecting handler cannot be provided by the scheduler.",
@@ -597,6 +603,11 @@ def test_plain_vocabulary_earns_what_the_textbook_words_earn():
                            "lost."),
     ("replica_double_fire", "Three planner copies insert runs under a unique (job, due time) pair, so a second copy's "
                             "insert is refused; there is no single leader whose loss would stall planning."),
+    ("replica_double_fire", "Four scanners read the same due list; a run is created only if no item with its key "
+                            "exists, so whichever scanner writes second is refused and none of them is a single "
+                            "point of failure."),
+    ("clocks", "A claim's expiry is judged on the database's clock only; each host's clock offset against the time "
+               "service is alerted on above 500 ms."),
 ])
 def test_plain_phrasing_of_a_follow_up_earns_it(check_id: str, plain: str):
     check = _check(_section(6, plain), check_id)
@@ -733,12 +744,21 @@ def test_a_claim_that_lapses_is_noticed_and_a_republished_run_is_recovered():
 
 
 def test_a_column_whose_heading_names_no_leg_is_read_as_sentences_are():
-    """"How we limit damage" names no leg the headings know; its cell still says what contains the failure."""
-    table = _section(7, "| Failure | How we notice | How we limit damage | How we get back |\n|---|---|---|---|\n"
+    """"What we do about it" names no leg the headings know; its cell still says what contains the failure."""
+    table = _section(7, "| Failure | How we notice | What we do about it | How we get back |\n|---|---|---|---|\n"
                         "| Worker cut off but still running | Its check-ins stop for 30 s | Its writes carry the old "
                         "attempt number and are refused by the store | A new attempt runs on another box |")
     items = failure_items(parse(table))
     assert len(items) == 1 and items[0].complete, [(i.title, i.missing_legs()) for i in items]
+
+
+@pytest.mark.parametrize("heading", ["How we stop it spreading", "What stops the damage", "How we limit damage"])
+def test_a_column_headed_with_stopping_the_damage_or_its_spread_is_containment(heading: str):
+    table = _section(7, f"| Failure | How we notice | {heading} | How we get back |\n|---|---|---|---|\n"
+                        "| Worker machine dies | Its check-ins stop for 60 s | The sweeper alone hands the run out "
+                        "again, after waiting out the silence | A new attempt runs on another box |")
+    items = failure_items(parse(table))
+    assert len(items) == 1 and "containment" in items[0].legs, [(i.title, i.missing_legs()) for i in items]
 
 
 @pytest.mark.parametrize("order", [
@@ -1109,3 +1129,11 @@ def test_the_delivery_limit_said_in_plain_words_earns_the_limit(limit: str):
     chosen = "We choose at-least-once delivery for every job."
     assert _check(_section(1, chosen), "delivery_semantics").points == 2
     assert _check(_section(1, f"{chosen} {limit}"), "delivery_semantics").points == 4
+
+
+@pytest.mark.parametrize("chosen", [
+    "The promise: every planned run happens one or more times, or ends marked failed with its reason.",
+    "Each due run executes one or more times; a run that keeps failing is marked dead and its owner is paged.",
+])
+def test_at_least_once_said_as_one_or_more_times_is_the_guarantee_chosen(chosen: str):
+    assert _check(_section(1, chosen), "delivery_semantics").points == 2

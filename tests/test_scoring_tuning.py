@@ -28,10 +28,10 @@ def _of_class(name: str) -> list[str]:
     return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
 
 
-# Floors at what the scorer reached when held-out v16 was folded in (rubric/calibration/SPLIT.md): 219 of 278, mean
-# error 5.55 (209 of 262 and 5.43 after the fifteenth change).
+# Floors at what the scorer reached after the sixteenth change (rubric/calibration/SPLIT.md): 219 of 278, mean error
+# 5.43 (219 and 5.55 when held-out v16 was folded in).
 MOST_MISSES = 59
-MOST_MEAN_ERROR = 5.55
+MOST_MEAN_ERROR = 5.43
 
 
 def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):

@@ -27,7 +27,8 @@ from d2kit.scoring.evidence import (
 # The guarantee in plain words: "a run may happen more than once but is never lost" is at-least-once.
 AT_LEAST_ONCE_PLAIN = (r"(more than once|twice|again)\b.{0,40}\b(never|not) (\w+ ){0,2}(lost|dropped|skipped|"
                        r"missed|silently)",
-                       r"\bnever (\w+ ){0,3}(lost|dropped|skipped|missed)\b.{0,40}\b(more than once|twice|duplicat)")
+                       r"\bnever (\w+ ){0,3}(lost|dropped|skipped|missed)\b.{0,40}\b(more than once|twice|duplicat)",
+                       r"\b(runs?|happens?|executes?|fires?) (\w+ )?one or more times\b")
 SEMANTICS = pattern(r"at[- ]least[- ]once", r"at[- ]most[- ]once", r"exactly[- ]once", *AT_LEAST_ONCE_PLAIN)
 DELIVERY_LIMIT = pattern(
     r"exactly[- ]once.{0,120}\b(not (achievable|possible)|impossible|cannot|can'?t|requires?|needs?|only with|"
@@ -153,10 +154,14 @@ OTHER_DOUBLE_FIRE_GUARDS = (
     r"(one|a single) (owner|planner|dispatcher) (per|for each) (slice|bucket|partition|shard)",
     # SKIP LOCKED in plain words: "row locks, skipping rows someone else holds".
     r"\brow locks?\b", r"\bskip(s|ping)? (the )?rows?\b",
+    # a put-if-absent in plain words: "created only if no item with this key exists", "written only if not there"
+    r"\bonly if (it is )?(absent|not there|(it )?(does not|doesn'?t) (already )?exist|no (row|item|record|entry)\b"
+    r"[^.;|]{0,30}\bexists)",
 )
 DOUBLE_FIRE_MECHANISM = pattern(*UNIQUE_KEY, *OTHER_DOUBLE_FIRE_GUARDS, *LEADER_GUARD)
-REPLICAS = pattern(r"replica", r"(several|multiple|three|two|each|both|other|a second|the second) "
-                   r"(schedulers?|planners?|dispatchers?|instances|coordinators?|owners?|pollers?|consumers?|leaders|"
+REPLICAS = pattern(r"replica", r"(several|multiple|four|three|two|each|both|other|a second|the second) "
+                   r"(schedulers?|planners?|dispatchers?|instances|coordinators?|owners?|pollers?|scanners?|"
+                   r"consumers?|leaders|"
                    r"nodes|standbys)",
                    r"more than one (scheduler|planner|dispatcher|owner|poller|consumer)",
                    r"both (replicas|schedulers)", r"\btwice\b", r"double[- ]?(fire|dispatch|run)",
@@ -241,7 +246,9 @@ ONE_CLOCK = pattern(r"(database|\bdb|postgres|server|store)'?s? (own )?(clock|no
                     r"(decided|judged|measured|checked) (only )?(by|on) (the )?(store|database|db|server)\b",
                     r"its own now\(\)", r"the only clock")
 SKEW = pattern(r"clock skew", r"\bskew", r"\bntp\b", r"\bdrift", r"wall[- ]clock",
-               r"clocks? (that )?(may |can |will )?(disagree|differ|drift)")
+               r"clocks? (that )?(may |can |will )?(disagree|differ|drift)",
+               # chrony's and NTP's word for it: "alert if any host's offset exceeds 500 ms"
+               r"\b(clock|host'?s?) offsets?\b", r"\boffsets?\b.{0,30}\b(time (service|server)|ntp|chrony)")
 
 
 def _deep_dive_first(doc: Document) -> list[Unit]:

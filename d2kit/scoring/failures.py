@@ -77,7 +77,9 @@ LEG_HEADERS: dict[str, re.Pattern[str]] = {
     "detection": pattern(r"\bnotic", r"\bspot", r"\bsymptom", r"\bsignal", r"\balert", r"how we (know|see|find)",
                          r"\bmonitor", r"\bobserv"),
     "containment": pattern(r"limit(ing)? the (damage|blast)", r"blast radius", r"\bmitigat", r"\bprotect",
-                           r"\bisolat", r"\bprevent", r"\bsafeguard", r"keep (it|the damage) (small|local)"),
+                           r"\bisolat", r"\bprevent", r"\bsafeguard", r"keep (it|the damage) (small|local)",
+                           # "How we limit damage", "What stops the damage", "How we stop it spreading"
+                           r"\b(limit|stop)(s|ping)?\b.{0,12}\b(damage|spread\w*)"),
     "recovery": pattern(r"get(ting)? back", r"\bheal", r"\brestor", r"\brepair", r"\bback to normal",
                         r"\bresolution", r"\bfix\b", r"\bremed"),
 }

@@ -64,6 +64,7 @@ COOPERATION = pattern(r"(job|handler|sink|downstream|author|user|tenant|caller)s
 # A lease whose expiry is judged across machines' clocks is no lease: a worker behind by the skew runs on after a new
 # copy starts, one ahead is cut off early. Follow-up 1's lease half is lost with follow-up 7; its token half stands.
 LEASE_EXPIRY = (("lease_fencing", 0.5),)
+LIVENESS = r"leases?|expir\w*|heartbeats?|check-?ins?|renew\w*|liveness|timestamps?|stamp(ed|s)?"
 
 # What a fencing number is called, and what it must not be made of (the store has to order it).
 TOKEN_NOUN = r"(fencing[_ ])?tokens?|epochs?(?! (ms|milli|seconds?))|generations?"
@@ -80,6 +81,11 @@ EXACTLY_ONCE_PROMISE = pattern(
     r"\b(has|gives?|offers?|with) exactly[- ]once (delivery|execution|processing|semantics)\b.{0,60}\bduplicates?",
     r"duplicates? (don'?t|do not|never|can'?t|cannot|won'?t) (happen|occur)",
     r"\b(every|each|all) (jobs?|runs?)\b.{0,20}\b(runs?|execut\w*|fires?|happens?) exactly[- ]once")
+
+
+# "Each schedule has a setting: run them all, run only the latest, or skip": options, not a choice.
+CATCH_UP_OPTIONS = pattern(r"\bor (skip|run only|run the (latest|most recent)|only the (latest|most recent)|"
+                           r"run (them )?all|run (each|every))\b", r"\b(run|fire) them all\W+(\w+\W+){0,6}or\b")
 
 
 WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
@@ -200,7 +206,10 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 # are set with the database's now(), so the worker's own clock doesn't matter"
                 unless=pattern(r"\b(never|not|don'?t|do not|nobody) (compares?|relys?|relies|depends?|trusts?)\b",
                                r"\bonly the (database|db|store|server)'?s?\b",
-                               r"\bclocks? (\w+ ){0,3}(doesn'?t|does not|don'?t|do not|never) matters?\b"),
+                               r"\bclocks? (\w+ ){0,3}(doesn'?t|does not|don'?t|do not|never) matters?\b",
+                               # due times read on the reader's own clock are what every scheduler does: the wrong
+                               # answer is a lease, a heartbeat or an expiry judged across machines
+                               rf"^(?!.*\b({LIVENESS})).*\b(due|fire|firing|scheduled|trigger)[ _-]?(times?|at)\b"),
                 spoils=LEASE_EXPIRY),
     WrongAnswer("clocks", "readings of different machines' clocks compared (a monotonic clock orders one machine's "
                 "times only)", pattern(
@@ -261,15 +270,14 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 unless=pattern(r"\b(steps? down|stops?|refuses?|read[- ]only|cannot|can'?t)\b")),
     WrongAnswer("catch_up", "missed runs skipped silently, with no record", pattern(
         r"\bskip(s|ped|ping)? (all |every |the )*(missed|overdue|past[- ]due)\b"), 1 / 3,
-                unless=pattern(r"\b(record\w*|rows?|reasons?|mark\w*|logged|status|state)\b")),
+                unless=pattern(r"\b(record\w*|rows?|reasons?|mark\w*|logged|status|state)\b",
+                               CATCH_UP_OPTIONS.pattern)),
     WrongAnswer("catch_up", "every missed run fired at once", pattern(
         r"(all|every) (the |[\d,.]+k? )?(missed|overdue|past-due)\b.{0,60}\b(at once|immediately|in one burst|"
         r"together)",
         r"fires? every (job|occurrence|run|execution)\b.{0,60}\b(in the past|has passed|missed)",
         r"(run|fire)s? them all\b"), 1 / 3,
-                # "each schedule has a setting: run them all, run only the latest, or skip": options, not a choice
-                unless=pattern(r"\bor (skip|run only|run the (latest|most recent)|only the (latest|most recent))",
-                               r"\b(run|fire) them all\W+(\w+\W+){0,6}or\b")),
+                unless=CATCH_UP_OPTIONS),
     WrongAnswer("catch_up", "the catch-up released at an unlimited rate (a storm)", pattern(
         r"\b(admission|release|drain|dispatch|catch[- ]up) (rate|limit)\W+(\w+\W+){0,2}"
         r"(unlimited|infinite|unbounded)\b",
