@@ -46,10 +46,9 @@ def run(drill: Drill) -> None:
         with drill.engine.begin() as conn:
             tenants.create_tenant(conn, "noisy", max_running=1000 if shared_pool else NOISY_CAP)
             tenants.create_tenant(conn, "victim", max_running=100)
-        drill.cluster.start_scheduler("scheduler-1")
-        for i in range(1, SHORT_WORKERS + 1):
-            drill.cluster.start_worker(f"short-{i}", pool="short", concurrency=SLOTS_EACH)
-        drill.cluster.start_worker("long-1", pool="long", concurrency=8)
+        # Submitted before any process starts, so the long jobs' time runs from their claim, not from a
+        # submission that a slow machine can stretch over most of it (a negative control then found the slots
+        # free again by the time the victim came, and passed).
         now = workload.db_now(drill.engine)
         workload.submit_one_shots(drill.engine, "noisy", 16, now, name="six-hour-etl", handler="sleep",
                                   payload={"seconds": long_job}, expected_duration_seconds=6 * 3600,
@@ -57,6 +56,10 @@ def run(drill: Drill) -> None:
         # short and many: completions and claims interleave all the time, the hard case for the cap
         workload.submit_one_shots(drill.engine, "noisy", 3000, now, name="noisy-backlog", handler="sleep",
                                   payload={"seconds": 0.1}, pool="short")
+        drill.cluster.start_scheduler("scheduler-1")
+        for i in range(1, SHORT_WORKERS + 1):
+            drill.cluster.start_worker(f"short-{i}", pool="short", concurrency=SLOTS_EACH)
+        drill.cluster.start_worker("long-1", pool="long", concurrency=8)
         drill.wait_for("the noisy tenant to fill its slots", lambda: drill.scalar(
             "SELECT count(*) >= :n FROM occurrences WHERE tenant_id = 'noisy' AND state = 'running'",
             n=2 * NOISY_CAP if not shared_pool else SHORT_WORKERS * SLOTS_EACH), timeout=30)
