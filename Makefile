@@ -20,10 +20,12 @@ demo: $(STAMP)
 	$(BIN)/d2kit drill all --quick
 
 # The slow tests (real clusters, real faults, real timeouts) run alone, one at a time, so no other test takes the
-# CPU their timings need; the rest run two at a time (pytest-xdist, a file per process), about 4 minutes less in CI.
+# CPU their timings need; the rest run two at a time (pytest-xdist): the quick ones a file per process, the slow
+# ones that assert no timing (the load smokes, marked shares_cpu) a test per process.
 test: $(STAMP)
 	$(BIN)/pytest -n 2 --dist loadfile -m "not slow"
-	$(BIN)/pytest -m slow
+	$(BIN)/pytest -n 2 --dist load -m "slow and shares_cpu"
+	$(BIN)/pytest -m "slow and not shares_cpu"
 
 lint: $(STAMP)
 	$(BIN)/ruff check reference_impl d2kit tests load

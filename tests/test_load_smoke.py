@@ -15,7 +15,7 @@ from d2kit.bench import check, history, loadtest, results, scenarios, skipped, s
 from d2kit.bench.harness import ClusterShape, quiet
 from d2kit.site import design_doc
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.shares_cpu]
 SHAPE = ClusterShape(workers=1, concurrency=16)
 
 

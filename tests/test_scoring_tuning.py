@@ -12,16 +12,20 @@ import re
 import pytest
 import yaml
 
-from d2kit.scoring.calibration import CALIBRATION_DIR, measure
-from d2kit.scoring.scorer import score_file
+from d2kit.scoring.calibration import CALIBRATION_DIR, measure, score_half
 
 TUNING = CALIBRATION_DIR / "tuning"
 ATTEMPTS = yaml.safe_load((TUNING / "bands.yaml").read_text(encoding="utf-8"))["attempts"]
 
 
 @pytest.fixture(scope="module")
-def figures():
-    return measure(TUNING)
+def reports():
+    return score_half(TUNING)
+
+
+@pytest.fixture(scope="module")
+def figures(reports):
+    return measure(TUNING, reports=reports)
 
 
 def _of_class(name: str) -> list[str]:
@@ -66,9 +70,9 @@ def test_each_failure_class_lands_where_the_issue_says(attempt_class: str, low: 
 
 
 @pytest.mark.parametrize("name", sorted(ATTEMPTS))
-def test_every_quote_is_on_the_line_it_names(name: str):
+def test_every_quote_is_on_the_line_it_names(name: str, reports):
     lines = (TUNING / name).read_text(encoding="utf-8").splitlines()
-    report = score_file(TUNING / name)
+    report = reports[name]
     for check in (k for c in report.criteria for k in c.checks):
         assert check.points == 0 or check.evidence, f"{check.id}: points without evidence"
         for evidence in check.evidence:

@@ -93,11 +93,17 @@ def load_bands(half_dir: Path) -> dict[str, tuple[float, float]]:
     return {name: tuple(entry["band"]) for name, entry in attempts.items()}
 
 
-def measure(half_dir: Path, with_layouts: bool = False) -> HalfFigures:
+def score_half(half_dir: Path) -> dict:
+    """Each attempt's report, by file name."""
     from d2kit.scoring.scorer import score_file  # the scorer reads this module's results for its report
 
+    return {name: score_file(half_dir / name) for name in sorted(load_bands(half_dir))}
+
+
+def measure(half_dir: Path, with_layouts: bool = False, reports: dict | None = None) -> HalfFigures:
+    """The half's figures; ``reports`` (from :func:`score_half`) saves scoring it again."""
     bands = sorted(load_bands(half_dir).items())
-    reports = {name: score_file(half_dir / name) for name, _ in bands}
+    reports = reports or score_half(half_dir)
     results = tuple(AttemptResult(name, reports[name].total, band, reports[name].raw_total) for name, band in bands)
     errors = [r.error for r in results]
     return HalfFigures(
