@@ -47,7 +47,8 @@ BUSY = textwrap.dedent("""
 
 def test_it_attaches_to_a_running_process_and_names_where_its_cpu_goes():
     if py_spy() is None:
-        pytest.skip("py-spy is not installed (it is a dependency of the kit: `make test` installs it)")
+        pytest.skip("!! PROFILE NOT TESTED: py-spy is not installed "
+                    "(it is a dependency of the kit: `make test` installs it)")
     busy = subprocess.Popen([sys.executable, "-c", BUSY])
     try:
         time.sleep(0.5)
@@ -56,7 +57,7 @@ def test_it_attaches_to_a_running_process_and_names_where_its_cpu_goes():
         busy.kill()
         busy.wait()
     if "not permitted" in str(profile.get("not_run", "")).lower():
-        pytest.skip(f"this machine does not let py-spy attach (ptrace): {profile['not_run']}")
+        pytest.skip(f"!! PROFILE NOT TESTED: this machine does not let py-spy attach (ptrace): {profile['not_run']}")
     assert "not_run" not in profile, profile
     worker = profile["worker"]
     assert worker["samples"] > 0

@@ -17,7 +17,9 @@ from typer.testing import CliRunner
 from d2kit.site import diagrams
 
 DRAWINGS = Path(__file__).parent / "data" / "diagrams"
-needs_exporter = pytest.mark.skipif(not diagrams.exporter_available(), reason="npm ci has not installed the exporter")
+needs_exporter = pytest.mark.skipif(not diagrams.exporter_available(),
+                                    reason="!! DIAGRAM EXPORT NOT TESTED: the Excalidraw exporter is not installed "
+                                           "(needs Node >= 20.19 and `npm ci` in the repo root)")
 
 
 def _scene(name: str) -> dict:
