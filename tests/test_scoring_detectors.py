@@ -174,7 +174,9 @@ def test_three_legs_in_any_layout():
         assert len(items) == 1 and items[0].complete, text
 
 
-@pytest.mark.parametrize("recovery", ["attempt 2 runs elsewhere", "attempt 2 finishes normally"])
+@pytest.mark.parametrize("recovery", ["attempt 2 runs elsewhere", "attempt 2 finishes normally",
+                                      # the run done over, in plain words
+                                      "the job runs again on another worker", "the run starts again after a delay"])
 def test_the_numbered_next_attempt_running_is_the_recovery(recovery: str):
     text = _section(7, f"- Worker cut off mid-run: the reaper notices its lease expire by the database clock; its "
                        f"writes carry the old token and are refused; {recovery}.")
@@ -276,6 +278,10 @@ def test_a_unique_constraint_counts_for_double_fire_only_on_the_fire_time():
     fire_time = _section(4, "runs(id, job_id, fire_at, status); unique (job_id, fire_at), so a second insert fails.")
     assert _check(name_only, "replica_double_fire") == 0
     assert _check(fire_time, "replica_double_fire") > 0
+    # the fire time's column as many write-ups name it
+    scheduled_for = _section(4, "executions keyed by (job_id, scheduled_for), so a second insert of an occurrence "
+                                "fails.")
+    assert _check(scheduled_for, "replica_double_fire") > 0
 
 
 def test_plain_words_for_missed_runs_and_for_the_stores_limit():

@@ -128,9 +128,10 @@ SELF_CHECK = pattern(r"\b(worker|client|job|holder|process)s?\b.{0,30}\b(checks?
                      r"[^.;]{0,80}\btokens?\b")
 NOT_THE_STORES_CHECK = pattern(OPTIONAL_CHECK.pattern, SELF_CHECK.pattern)
 
-# Quartz's fire time, Temporal's scheduled time, Oozie's nominal time, Airflow's logical date, a planned time.
-FIRE_TIME = (r"(fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?"
-             r"(time|at|minute|timestamp|date|moment)\b")
+# Quartz's fire time, Temporal's scheduled time, Oozie's nominal time, Airflow's logical date, a planned time, and the
+# column many write-ups give it, scheduled_for (the underscore: "scheduled for review" is no fire time).
+FIRE_TIME = (r"((fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?"
+             r"(time|at|minute|timestamp|date|moment)|scheduled_for)\b")
 # The leader guard and the unique key, apart from the rest: a design that denies one ("there is no leader
 # election", "we deliberately do not put a uniqueness constraint on (job, fire time)") has not got it, whatever
 # other sentences say of it (contradictions.denials).
