@@ -59,6 +59,8 @@ LEGS: dict[str, re.Pattern[str]] = {
         # SQS's words: the message "becomes visible again" and "is received again" by another consumer.
         r"\b(visible|available) again\b", r"\bsets? (\w+ ){0,2}back\b",
         r"\b(claimed|received|delivered|planned|handed out|picked up|started|taken|given|assigned) again\b",
+        # the run done over, said plainly: "the job runs again on another worker", "the run starts again"
+        r"\b(runs?|ran|starts?) (it |the (job|run|task) )?again\b",
         r"\b(another|other|a new|the next) (\w+ )?(worker|runner|consumer|node|replica|planner|scheduler|instance|"
         r"owner|leader|machine|host|process)s? (takes?|claims?|picks?|runs?|receives?|gets?|plans?|handles?)\b",
         r"\b(the |a )?(new|next|fresh|retried) (\w+ )?(attempt|copy|run|execution)s? (finish|complet|succeed|runs? to)",
