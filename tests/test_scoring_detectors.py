@@ -284,6 +284,13 @@ def test_a_unique_constraint_counts_for_double_fire_only_on_the_fire_time():
     assert _check(scheduled_for, "replica_double_fire") > 0
 
 
+def test_a_row_for_each_planned_run_is_an_execution_record():
+    """The rubric's partial mark for "did it run?" is execution records, whatever the row is called."""
+    for record in ("There is a runs table with one row for each planned run, with its state and outcome.",
+                   "A runs table holds a row per scheduled run: its state, its worker and the outcome."):
+        assert _check(_section(4, record), "proof_of_execution") > 0, record
+
+
 def test_plain_words_for_missed_runs_and_for_the_stores_limit():
     missed = _section(7, "If the database is down, jobs that should have run during the outage are picked up when "
                          "it is back, as each job's own setting says, paced at 100 per second.")

@@ -213,7 +213,8 @@ EXECUTION_RECORDS = pattern(r"execution (record|row|history|log|table)s?", r"att
                             r"(event|workflow) history",
                             r"(every|each) (attempt|run|execution) is an? (history )?event",
                             r"run (record|history|table)s?", r"occurrence (row|record|table)s?", r"\baudit",
-                            r"executions table", r"row (for|per) (every |each )?(attempt|occurrence|run|execution)",
+                            r"executions table",
+                            r"row (for|per) (every |each )?((planned|scheduled) )?(attempt|occurrence|run|execution)",
                             r"(every|each) (attempt|run|execution|occurrence) (gets|has|is) (a|its own) (row|record)")
 DISPATCHED_VS_COMPLETED = pattern(
     r"(dispatch\w*|scheduled|started|claimed|handed out).{0,60}\b(vs\.?|versus|is not|isn'?t|not the same|rather than|"
