@@ -291,6 +291,13 @@ def test_a_row_for_each_planned_run_is_an_execution_record():
         assert _check(_section(4, record), "proof_of_execution") > 0, record
 
 
+def test_the_promise_said_plainly_is_what_at_least_once_promises():
+    records = "Each attempt gets its own row in the attempts table, with its state and outcome."
+    promise = " Our promise is that every due run happens at least once, or it is marked dead with a reason."
+    assert _check(_section(6, records + promise), "proof_of_execution") > _check(_section(6, records),
+                                                                               "proof_of_execution")
+
+
 def test_plain_words_for_missed_runs_and_for_the_stores_limit():
     missed = _section(7, "If the database is down, jobs that should have run during the outage are picked up when "
                          "it is back, as each job's own setting says, paced at 100 per second.")

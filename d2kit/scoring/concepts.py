@@ -227,7 +227,9 @@ DISPATCHED_VS_COMPLETED = pattern(
     r"done|succeeded)",
 )
 PROMISE = pattern(r"at[- ]least[- ]once (means|promises|guarantee)", r"(promise|guarantee)s? (the user|that)",
-                  r"idempoten", r"\bwhat we (promise|guarantee)\b")
+                  r"idempoten", r"\bwhat we (promise|guarantee)\b",
+                  # "the promise I am making is that every due run happens at least once", "our promise is that"
+                  r"\b(promise|guarantee)\b.{0,25}\b(is|are) that\b")
 
 # The store, or the table and index the design keeps in it ("the index on next_run_at becomes a hot spot").
 STORAGE = pattern(r"postgres", r"skip locked", r"\bdatabase\b", r"\bsql\b", r"\bstore\b", r"\bstorage\b",
