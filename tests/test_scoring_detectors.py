@@ -184,6 +184,18 @@ def test_the_numbered_next_attempt_running_is_the_recovery(recovery: str):
     assert len(items) == 1 and items[0].complete, [item.legs for item in items]
 
 
+@pytest.mark.parametrize("labels", [("Noticed", "Kept small", "Back to normal"),
+                                    ("Found", "Kept from spreading", "Back to normal")])
+def test_plain_labels_name_the_legs(labels: tuple[str, str, str]):
+    """The legs labelled inline as plain write-ups label them, as a table headed so already reads them."""
+    noticed, kept, back = labels
+    text = _section(7, f"- A worker machine dies. {noticed}: its hold is not renewed for 30 s by the database clock. "
+                       f"{kept}: only that machine's runs are affected. {back}: the runs are handed to other machines "
+                       f"within a minute.")
+    items = failure_items(parse(text))
+    assert len(items) == 1 and items[0].complete, [item.legs for item in items]
+
+
 def test_legs_must_be_in_the_same_failure():
     scattered = _section(7, "- Worker crash: the reaper notices the expired lease after 30 seconds.\n"
                             "- Scheduler crash: its transaction rolls back and the unique key rejects duplicates.\n"
