@@ -196,6 +196,17 @@ def test_plain_labels_name_the_legs(labels: tuple[str, str, str]):
     assert len(items) == 1 and items[0].complete, [item.legs for item in items]
 
 
+def test_a_turn_number_is_a_fencing_number_for_a_cut_off_workers_containment():
+    """A partitioned worker's containment needs a fencing number somewhere in the design; plain write-ups call it a
+    turn number as others call it a ticket or generation number."""
+    partition = _section(7, "- A worker is cut off while its job keeps running. Noticed: its hold runs out after 30 s "
+                            "by the database clock. Kept small: its late writes are refused. Back to normal: the run "
+                            "is handed to another worker.")
+    turn = _section(4, "Runs: run key, status, holder, turn number (goes up by one at each hand-out).")
+    assert not failure_items(parse(partition))[0].complete
+    assert failure_items(parse(turn + partition))[0].complete
+
+
 def test_legs_must_be_in_the_same_failure():
     scattered = _section(7, "- Worker crash: the reaper notices the expired lease after 30 seconds.\n"
                             "- Scheduler crash: its transaction rolls back and the unique key rejects duplicates.\n"

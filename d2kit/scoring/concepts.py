@@ -80,8 +80,9 @@ LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[
                 r"\bholds?\b.{0,30}\b(runs? out|expir\w*|times? out|lapses?)")
 LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
+# What a fencing number is called: textbook, product (SQS's receive count, Raft's term) and plain ("turn number").
 FENCE_NUMBER = (r"(fenc(e|ing)|epoch|generation|version|ticket|sequence|lease|attempt|claim|owner(ship)?|delivery|"
-                r"receive|term|token)")
+                r"receive|term|token|turn)")
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
                   r"\bsequencer\b", r"\b(raft )?term number",
