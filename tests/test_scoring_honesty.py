@@ -172,6 +172,11 @@ def test_double_negation_still_credits_the_mechanism():
                "time."),
     ("replica_double_fire", "Duplicates cannot happen here, because there is only ever one scheduler making dispatch "
                             "decisions."),
+    # One role's stamp compared with another's, said as safe: the answer key's wrong answer in the roles' names.
+    ("clocks", "Skew is tiny next to a 60 s lease, so comparing the worker's timestamp against the reaper's clock is "
+               "safe."),
+    ("clocks", "Hosts sync to the same time source, so comparing timestamps between the planner and the worker is "
+               "accurate enough."),
 ])
 def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_id: str, wrong: str):
     check = _check(_section(6, wrong), check_id)
@@ -254,6 +259,7 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "Per-tenant caps are never unlimited: the default is 50.",
     "A lease never expires while the worker keeps renewing it every 10 s; one that stops renewing loses it in 30 s.",
     "Monotonic clocks cannot be compared across nodes, so expiry is measured on the database's clock alone.",
+    "Nobody compares the worker's clock to the scheduler's: expiry is the database's now() against the lease.",
     "A re-dispatched run never gets the same token: it gets a higher one, and the sink refuses the old copy's writes.",
     "Because the store checks the token on every write, the worker does not need to check anything itself.",
     "The fencing token comes from a database sequence, never from a timestamp or a worker's clock.",

@@ -80,8 +80,9 @@ LEASE = pattern(r"\blease", r"heartbeat", r"visibility timeout", r"check(s|ed)?[
                 r"\bholds?\b.{0,30}\b(runs? out|expir\w*|times? out|lapses?)")
 LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time[sd]? ?out", r"\bdead\b",
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
+# What a fencing number is called: textbook, product (SQS's receive count, Raft's term) and plain ("turn number").
 FENCE_NUMBER = (r"(fenc(e|ing)|epoch|generation|version|ticket|sequence|lease|attempt|claim|owner(ship)?|delivery|"
-                r"receive|term|token)")
+                r"receive|term|token|turn)")
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
                   r"\bsequencer\b", r"\b(raft )?term number",
@@ -128,9 +129,10 @@ SELF_CHECK = pattern(r"\b(worker|client|job|holder|process)s?\b.{0,30}\b(checks?
                      r"[^.;]{0,80}\btokens?\b")
 NOT_THE_STORES_CHECK = pattern(OPTIONAL_CHECK.pattern, SELF_CHECK.pattern)
 
-# Quartz's fire time, Temporal's scheduled time, Oozie's nominal time, Airflow's logical date, a planned time.
-FIRE_TIME = (r"(fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?"
-             r"(time|at|minute|timestamp|date|moment)\b")
+# Quartz's fire time, Temporal's scheduled time, Oozie's nominal time, Airflow's logical date, a planned time, and the
+# column many write-ups give it, scheduled_for (the underscore: "scheduled for review" is no fire time).
+FIRE_TIME = (r"((fire|scheduled|schedule|run|due|trigger|planned|nominal|logical)[_ ]?"
+             r"(time|at|minute|timestamp|date|moment)|scheduled_for)\b")
 # The leader guard and the unique key, apart from the rest: a design that denies one ("there is no leader
 # election", "we deliberately do not put a uniqueness constraint on (job, fire time)") has not got it, whatever
 # other sentences say of it (contradictions.denials).
@@ -212,7 +214,8 @@ EXECUTION_RECORDS = pattern(r"execution (record|row|history|log|table)s?", r"att
                             r"(event|workflow) history",
                             r"(every|each) (attempt|run|execution) is an? (history )?event",
                             r"run (record|history|table)s?", r"occurrence (row|record|table)s?", r"\baudit",
-                            r"executions table", r"row (for|per) (every |each )?(attempt|occurrence|run|execution)",
+                            r"executions table",
+                            r"row (for|per) (every |each )?((planned|scheduled) )?(attempt|occurrence|run|execution)",
                             r"(every|each) (attempt|run|execution|occurrence) (gets|has|is) (a|its own) (row|record)")
 DISPATCHED_VS_COMPLETED = pattern(
     r"(dispatch\w*|scheduled|started|claimed|handed out).{0,60}\b(vs\.?|versus|is not|isn'?t|not the same|rather than|"
@@ -225,7 +228,9 @@ DISPATCHED_VS_COMPLETED = pattern(
     r"done|succeeded)",
 )
 PROMISE = pattern(r"at[- ]least[- ]once (means|promises|guarantee)", r"(promise|guarantee)s? (the user|that)",
-                  r"idempoten", r"\bwhat we (promise|guarantee)\b")
+                  r"idempoten", r"\bwhat we (promise|guarantee)\b",
+                  # "the promise I am making is that every due run happens at least once", "our promise is that"
+                  r"\b(promise|guarantee)\b.{0,25}\b(is|are) that\b")
 
 # The store, or the table and index the design keeps in it ("the index on next_run_at becomes a hot spot").
 STORAGE = pattern(r"postgres", r"skip locked", r"\bdatabase\b", r"\bsql\b", r"\bstore\b", r"\bstorage\b",

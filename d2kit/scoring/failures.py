@@ -59,6 +59,8 @@ LEGS: dict[str, re.Pattern[str]] = {
         # SQS's words: the message "becomes visible again" and "is received again" by another consumer.
         r"\b(visible|available) again\b", r"\bsets? (\w+ ){0,2}back\b",
         r"\b(claimed|received|delivered|planned|handed out|picked up|started|taken|given|assigned) again\b",
+        # the run done over, said plainly: "the job runs again on another worker", "the run starts again"
+        r"\b(runs?|ran|starts?) (it |the (job|run|task) )?again\b",
         r"\b(another|other|a new|the next) (\w+ )?(worker|runner|consumer|node|replica|planner|scheduler|instance|"
         r"owner|leader|machine|host|process)s? (takes?|claims?|picks?|runs?|receives?|gets?|plans?|handles?)\b",
         r"\b(the |a )?(new|next|fresh|retried) (\w+ )?(attempt|copy|run|execution)s? (finish|complet|succeed|runs? to)",
@@ -67,10 +69,13 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"\b(attempt|try) \d+ (runs|finishes|succeeds|starts|completes)\b",  # "attempt 2 runs and finishes normally"
     ),
 }
+# The legs' labels in plain words, as plain write-ups put them inline: "Noticed: ... Kept small: ... Back to normal:".
+PLAIN_LABELS = {"detection": r"noticed|found", "containment": r"kept (?:small|from spreading)",
+                "recovery": r"back to normal"}
 # "Containment: ..." or, in a sentence, "containment is that only its runs are affected".
 LABEL = re.compile(
-    r"(?:^|(?<=[\s.;(]))\W{0,3}(detect(?:ed|ion|s)?|contain(?:ed|ment|s)?|recover(?:ed|y|s)?)\b"
-    r"(?:\W{0,3}[:—–-]|(?<=ion|ent|ery) is)\s*", re.I
+    r"(?:^|(?<=[\s.;(]))\W{0,3}(detect(?:ed|ion|s)?|contain(?:ed|ment|s)?|recover(?:ed|y|s)?|"
+    + "|".join(PLAIN_LABELS.values()) + r")\b(?:\W{0,3}[:—–-]|(?<=ion|ent|ery) is)\s*", re.I
 )
 # Column headings practitioners give the legs: "How we notice | How we limit the damage | How we get back".
 LEG_HEADERS: dict[str, re.Pattern[str]] = {
@@ -144,7 +149,8 @@ class FailureItem:
 
 
 def _leg_of(label: str) -> str:
-    return {"d": "detection", "c": "containment", "r": "recovery"}[label[0].lower()]
+    plain = next((leg for leg, words in PLAIN_LABELS.items() if re.fullmatch(words, label, re.I)), None)
+    return plain or {"d": "detection", "c": "containment", "r": "recovery"}[label[0].lower()]
 
 
 def _header_leg(header: str) -> str | None:

@@ -64,6 +64,8 @@ COOPERATION = pattern(r"(job|handler|sink|downstream|author|user|tenant|caller)s
 # A lease whose expiry is judged across machines' clocks is no lease: a worker behind by the skew runs on after a new
 # copy starts, one ahead is cut off early. Follow-up 1's lease half is lost with follow-up 7; its token half stands.
 LEASE_EXPIRY = (("lease_fencing", 0.5),)
+# The machines whose clocks an attempt compares: "the worker's timestamp against the scheduler's".
+ROLE = r"(the )?(workers?|schedulers?|planners?|reapers?|leaders?|servers?|clients?|monitors?|checkers?)"
 LIVENESS = r"leases?|expir\w*|heartbeats?|check-?ins?|renew\w*|liveness|timestamps?|stamp(ed|s)?"
 
 # What a fencing number is called, and what it must not be made of (the store has to order it).
@@ -216,9 +218,16 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"monotonic clocks?\b.{0,30}\b(is |are )?(compared|synchroni[sz]ed|shared) (across|between)",
         r"(absolute|wall[- ]?clock) (\w+[- ]){0,2}timestamps?\b.{0,20}\bcompared (across|between) "
         r"(nodes|machines|hosts|servers)",
-        r"compar\w*\b.{0,60}\b(with|against|to) the (worker|other node|remote node|client)'?s? (wall[- ]?)?clock"),
+        r"compar\w*\b.{0,60}\b(with|against|to) the (worker|other node|remote node|client)'?s? (wall[- ]?)?clock",
+        # one role's stamp against another's, the answer key's words in the attempts' roles: "comparing the worker's
+        # timestamp against the scheduler's is accurate enough", "comparing timestamps between the planner and the
+        # worker is safe"
+        rf"compar\w*\b.{{0,20}}\b{ROLE}'?s? (\w+[- ]){{0,2}}(timestamps?|clocks?|time)\b.{{0,10}}\b(with|against|to) "
+        rf"(the |its |their )?{ROLE}'?s?\b",
+        rf"compar\w*\b.{{0,20}}\btimestamps? (between|across) {ROLE}s? and {ROLE}s?\b"),
                 0.0,
-                unless=pattern(r"\b(not|never|cannot|can'?t|isn'?t|aren'?t|meaningless|only (on|within|valid))\b"),
+                unless=pattern(r"\b(not|never|cannot|can'?t|isn'?t|aren'?t|meaningless|only (on|within|valid)|nobody|"
+                               r"no one)\b"),
                 spoils=LEASE_EXPIRY),
     WrongAnswer("replica_double_fire", "leader election alone, with nothing on the failover gap or a paused old "
                 "leader", pattern(r"\b(only|just) (the )?leader\b.{0,60}\b(fires?|dispatch\w*|reads?|publish\w*|"
