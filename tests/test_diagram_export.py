@@ -18,8 +18,7 @@ from d2kit.site import diagrams
 
 DRAWINGS = Path(__file__).parent / "data" / "diagrams"
 needs_exporter = pytest.mark.skipif(not diagrams.exporter_available(),
-                                    reason="!! DIAGRAM EXPORT NOT TESTED: the Excalidraw exporter is not installed "
-                                           "(needs Node >= 20.19 and `npm ci` in the repo root)")
+                                    reason=f"!! DIAGRAM EXPORT NOT TESTED: {diagrams.EXPORTER_MISSING}")
 
 
 def _scene(name: str) -> dict:

@@ -113,8 +113,7 @@ def test_reference_design_and_rubric_are_rendered(built_site):
 
 def test_diagram_exports_are_fresh():
     if not diagrams.exporter_available():
-        pytest.skip("!! DIAGRAM FRESHNESS NOT CHECKED: the Excalidraw exporter is not installed "
-                    "(needs Node >= 20.19 and `npm ci` in the repo root)")
+        pytest.skip(f"!! DIAGRAM FRESHNESS NOT CHECKED: {diagrams.EXPORTER_MISSING}")
     assert diagrams.stale_exports() == [], "run `make diagrams`"
 
 
@@ -138,8 +137,7 @@ def test_diagram_sources_are_what_draw_py_generates(monkeypatch):
 
 def test_a_candidates_drawing_exports_with_one_command(tmp_path):
     if not diagrams.exporter_available():
-        pytest.skip("!! DIAGRAM EXPORT NOT TESTED: the Excalidraw exporter is not installed "
-                    "(needs Node >= 20.19 and `npm ci` in the repo root)")
+        pytest.skip(f"!! DIAGRAM EXPORT NOT TESTED: {diagrams.EXPORTER_MISSING}")
     from typer.testing import CliRunner
 
     drawing = tmp_path / "attempt-d2.excalidraw"

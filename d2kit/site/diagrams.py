@@ -34,6 +34,11 @@ app = typer.Typer(help="Export Excalidraw drawings (yours or the reference diagr
                   no_args_is_help=True)
 
 
+# What a missing exporter is told as: the export's error and the tests' skip reasons.
+EXPORTER_MISSING = ("the Excalidraw exporter is not installed: run `npm ci` in the repo root "
+                    "(needs Node >= 20.19 and npm)")
+
+
 class ExporterMissing(RuntimeError):
     pass
 
@@ -112,8 +117,7 @@ def exporter_available() -> bool:
 def export(source: Path, variant: Variant, out_dir: Path) -> Path:
     """Export one drawing; returns the written file."""
     if not exporter_available():
-        raise ExporterMissing("the Excalidraw exporter is not installed: run `npm ci` in the repo root "
-                              "(needs Node >= 20.19 and npm)")
+        raise ExporterMissing(EXPORTER_MISSING)
     target = out_dir / f"{source.stem}{variant.suffix}"
     try:
         raw = json.loads(source.read_text(encoding="utf-8"))
