@@ -266,6 +266,13 @@ def test_class_hierarchies_are_too_low():
     assert _check(code, "not_too_low") == 0
 
 
+def test_some_code_level_detail_earns_the_partial_with_a_quote_for_it():
+    text = _section(4, "The CronJob subclass inherits from Job and overrides next_fire().")
+    check = next(k for c in score_text(text).criteria for k in c.checks if k.id == "not_too_low")
+    assert 0 < check.points < check.max_points
+    assert check.evidence and check.missing  # the points are explained, and so is what kept the rest
+
+
 def test_a_deep_dive_on_the_console_with_an_aside_on_dispatch_is_about_the_ui():
     console = ("- **Jobs page:** a table of jobs with a status badge, filters by label and a search box.\n"
                "- **Job detail page:** a cron builder, a chart of the last runs and Run now and Pause buttons.\n"
