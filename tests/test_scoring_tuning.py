@@ -32,10 +32,10 @@ def _of_class(name: str) -> list[str]:
     return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
 
 
-# Floors at what the scorer reached after the seventeenth change (rubric/calibration/SPLIT.md): 230 of 294, mean error
-# 5.33 (228 and 5.47 when held-out v17 was folded in and the map refitted).
-MOST_MISSES = 64
-MOST_MEAN_ERROR = 5.3  # the figure is rounded to one decimal
+# Floors at what the scorer reached when held-out v18 was folded in (rubric/calibration/SPLIT.md): 240 of 310, mean
+# error 5.44 (230 of 294 and 5.33 after the seventeenth change).
+MOST_MISSES = 70
+MOST_MEAN_ERROR = 5.4  # the figure is rounded to one decimal
 
 
 def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):
