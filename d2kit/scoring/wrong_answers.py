@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from d2kit.scoring.concepts import SELF_CHECK, store_checks_token
+from d2kit.scoring.credibility import HARD_PART_ALONE, PROMISE_ALONE
 from d2kit.scoring.document import Document
 from d2kit.scoring.evidence import Evidence, Finding, pattern
 from d2kit.scoring.negation import affirmed
@@ -33,15 +34,11 @@ class WrongAnswer:
     unless_anywhere: re.Pattern[str] | None = None  # ... or any sentence of the attempt
     unless_store_fences: bool = False  # ... or the design's store checks a fencing token (concepts.store_checks_token)
     spoils: tuple[tuple[str, float], ...] = ()  # other checks the same answer undoes, with their caps
+    alone: float = 1.0  # what the design's checks keep when this is the only question answered wrongly (credibility)
 
     def cap_for(self, check_id: str) -> float | None:
         """The share of ``check_id``'s points this answer leaves at most, or None when it does not touch it."""
         return self.cap if check_id == self.check else dict(self.spoils).get(check_id)
-
-    @property
-    def promises_exactly_once(self) -> bool:
-        """The rubric's no-hire answer: exactly-once execution promised (credibility.PROMISE_ALONE)."""
-        return self.claim is EXACTLY_ONCE_PROMISE
 
 
 # A job that must cooperate for exactly-once (idempotency it implements, a token it checks) is the right answer.
@@ -92,7 +89,7 @@ CATCH_UP_OPTIONS = pattern(r"\bor (skip|run only|run the (latest|most recent)|on
 
 WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("delivery_semantics", "exactly-once execution promised without the job's cooperation",
-                EXACTLY_ONCE_PROMISE, 0.0, COOPERATION),  # the rubric's "none"
+                EXACTLY_ONCE_PROMISE, 0.0, COOPERATION, alone=PROMISE_ALONE),  # the rubric's "none"
     WrongAnswer("delivery_semantics", "at-most-once said to guarantee that every job runs", pattern(
         r"at[- ]most[- ]once\b.{0,100}\b(guaranteed to (run|fire|execute)|always (runs|fires)|"
         r"every (job|run) (is guaranteed|runs|will run))"), 0.0,
@@ -110,7 +107,7 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"(users?|tenants?|jobs?|authors?) (don'?t|do not|never) (need|have) to (make|change|write)",
         r"side[- ]effects? (can )?never (happen|run|occur)s? twice"), 0.5),
     WrongAnswer("proof_of_execution", "exactly-once promised to the user instead of what at-least-once promises",
-                EXACTLY_ONCE_PROMISE, 0.5, COOPERATION),
+                EXACTLY_ONCE_PROMISE, 0.5, COOPERATION, alone=PROMISE_ALONE),
     WrongAnswer("lease_fencing", "fencing tokens offered as a replacement for leases", pattern(
         r"(fenc\w*|tokens?)\b.{0,60}\b(instead of|replaces?|so we (do not|don'?t) need)\b.{0,20}\b"
         r"(leases?|heartbeats?)",
@@ -212,7 +209,7 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                                # due times read on the reader's own clock are what every scheduler does: the wrong
                                # answer is a lease, a heartbeat or an expiry judged across machines
                                rf"^(?!.*\b({LIVENESS})).*\b(due|fire|firing|scheduled|trigger)[ _-]?(times?|at)\b"),
-                spoils=LEASE_EXPIRY),
+                spoils=LEASE_EXPIRY, alone=HARD_PART_ALONE),
     WrongAnswer("clocks", "readings of different machines' clocks compared (a monotonic clock orders one machine's "
                 "times only)", pattern(
         r"monotonic clocks?\b.{0,30}\b(is |are )?(compared|synchroni[sz]ed|shared) (across|between)",
@@ -228,7 +225,7 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 0.0,
                 unless=pattern(r"\b(not|never|cannot|can'?t|isn'?t|aren'?t|meaningless|only (on|within|valid)|nobody|"
                                r"no one)\b"),
-                spoils=LEASE_EXPIRY),
+                spoils=LEASE_EXPIRY, alone=HARD_PART_ALONE),
     WrongAnswer("replica_double_fire", "leader election alone, with nothing on the failover gap or a paused old "
                 "leader", pattern(r"\b(only|just) (the )?leader\b.{0,60}\b(fires?|dispatch\w*|reads?|publish\w*|"
                                   r"schedul\w*|runs?)\b",
