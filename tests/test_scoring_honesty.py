@@ -237,6 +237,28 @@ def test_a_lease_judged_across_clocks_also_loses_the_lease_half_of_follow_up_1()
     assert any(m.startswith("wrong answer") for m in spoiled.missing), spoiled.missing
 
 
+# Failures and rejections with no fencing token, so a wrong answer about the old copy is not excused by one.
+UNFENCED = (_section(7, "- **Worker dies.** Detection: its heartbeat is 30 s old by the database clock. Containment: "
+                        "only that worker's runs are affected. Recovery: the reaper re-queues them.")
+            + _section(9, "- **Kafka as the queue**: no per-message lease, so a six-hour job pins its partition.\n"
+                          "- **Redis sorted sets**: an acknowledged write can be lost on failover, so runs vanish."))
+
+
+@pytest.mark.parametrize("slip", [
+    "When a lease expires, we kill the old worker and hand the job to another one.",
+    "A Redis lock on the job guarantees that only one worker runs it at a time.",
+    "If the old worker reports after the new one, whatever arrives last is kept as the run's result.",
+])
+def test_the_first_criterions_no_hire_answers_alone_discount_the_design(slip: str):
+    """The rubric's no-hire signals for its hard parts are not slips: each undoes a mechanism the rest of the design
+    leans on, so failure legs and rejections are believed a little less, as for a lease judged across clocks."""
+    report = score_text(UNFENCED + _section(6, slip))
+    assert report.credibility.startswith("not credible: ") and "hard part" in report.credibility, report.credibility
+    for check_id in ("failure_triads", "rejections"):
+        before, after = _check(UNFENCED, check_id).points, _check(UNFENCED + _section(6, slip), check_id).points
+        assert before * 0.8 < after < before, (slip, check_id, before, after)
+
+
 def test_exactly_once_promised_alone_discounts_the_design():
     """The rubric's no-hire answer is not a slip: a design that promises exactly-once never asked what a second copy
     does, so its failure legs and rejections are believed less, though by less than wrong answers on two questions."""

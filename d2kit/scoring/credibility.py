@@ -11,9 +11,11 @@ One wrong answer costs only its own check: a single slip in a good attempt is no
 that undo a hard part the whole design rests on (``wrong_answers.WrongAnswer.alone``). Exactly-once execution promised
 without the job's help is the rubric's no-hire signal of its first criterion: a design built on it has not asked what a
 second copy of a job does, so its leases, tokens and failure legs answer a question it never posed; alone it costs the
-design's checks a fifth (rubric/calibration/SPLIT.md, "Fourteenth change"). A lease judged across machines' clocks
-undoes the other hard part, worker liveness (every lease-expiry detection in the design fires at the wrong time); alone
-it costs a tenth ("Eighteenth change").
+design's checks a fifth (rubric/calibration/SPLIT.md, "Fourteenth change"). The criterion's other no-hire answers cost
+a tenth alone ("Eighteenth change"): a lease judged across machines' clocks (every lease-expiry detection in the
+design fires at the wrong time), "we kill the old worker", a distributed lock trusted to keep one holder, and a
+re-dispatch that lets the old copy's late write land. Each undoes the hard part the failure legs lean on: a worker's
+lease and the split brain it causes.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ NOT_DISCOUNTED = frozenset({"sections_present", "assumptions"})
 DISCOUNT_PER_QUESTION = 0.25
 FLOOR = 0.25
 PROMISE_ALONE = 0.8  # what the design's checks keep when the exactly-once promise is the only wrong answer
-HARD_PART_ALONE = 0.9  # ... when the only wrong answer undoes worker liveness (a lease judged across clocks)
+HARD_PART_ALONE = 0.9  # ... when it is another of the first criterion's no-hire answers (a lease across clocks, ...)
 
 
 @dataclass(frozen=True)

@@ -130,13 +130,14 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("lease_fencing", "a distributed lock trusted to keep one holder (a paused holder outlives its expiry)",
                 pattern(r"(redis|zookeeper|etcd|distributed|setnx)\W+(\w+\W+){0,3}lock\w*\b.{0,80}\b(ensures?|"
                         r"guarantees?|so that|means) (that )?(only one|no two|never|a single)"), 3 / 8,
-                unless_store_fences=True),
+                unless_store_fences=True, alone=HARD_PART_ALONE),
     WrongAnswer("lease_fencing", "the old copy stopped by a kill sent to it (a partitioned worker never receives it)",
                 pattern(r"\b(send|sends|sent|sending|issues?|issued)\b.{0,20}\b(kill|terminat\w*|stop|shutdown)\b"
                         r".{0,40}\b(old|first|previous|original|stale|zombie)\b",
                         r"\b(old|first|previous|original|stale|zombie) (worker|copy|attempt|instance|host)\b.{0,20}\b"
                         r"(is |gets )?(sent|given) an? (kill|stop|terminate)",
-                        r"\bwe kill the (old|first|previous|stale|zombie)\b"), 3 / 8, unless_store_fences=True),
+                        r"\bwe kill the (old|first|previous|stale|zombie)\b"), 3 / 8, unless_store_fences=True,
+                alone=HARD_PART_ALONE),
     WrongAnswer("lease_fencing", "fencing tokens said to stop a second copy from running (they stop its writes)",
                 pattern(r"fenc\w*\b.{0,80}\b(two workers|second copy|two copies|split[- ]brain)\b.{0,30}\b(never|"
                         r"impossible|cannot|can'?t)\b",
@@ -163,7 +164,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 "without a token)", pattern(
         r"\b(last|latest|later) (write|writer|report|status|result|copy)s?\b.{0,10}\bwins\b",
         r"\bwhatever (arrives|lands|is written|comes) last\b",
-        r"\boutcome is whatever the (later|last|latest|newer)"), 3 / 8, unless_store_fences=True),
+        r"\boutcome is whatever the (later|last|latest|newer)"), 3 / 8, unless_store_fences=True,
+                alone=HARD_PART_ALONE),
     WrongAnswer("lease_fencing", "a claim that never expires (a dead or partitioned worker keeps its job)", pattern(
         r"(lease|lock|claim|reservation)\w*\b.{0,40}\b(forever|indefinitely|until (it|the worker) (comes back|returns|"
         r"reconnects|recovers))",
