@@ -131,6 +131,11 @@ def test_double_negation_still_credits_the_mechanism():
                  "a per-job policy paced at 200 per second."),
     ("catch_up", "After an outage all 25,000 missed runs are started at once, whatever each job's misfire policy "
                  "says."),
+    # the skip said as the job's cursor moved past every missed time
+    ("catch_up", "When the scheduler comes back it recomputes next_run_at as the next occurrence after now() and "
+                 "carries on from there."),
+    ("catch_up", "A fire time more than a minute old is stale, so the planner moves `next_fire_at` forward to the "
+                 "next future time and continues."),
     ("lease_fencing", "Each worker generates its own fencing token when it starts a run, and the store keeps the "
                       "write with the larger token."),
     ("lease_fencing", "Every attempt's token is taken from the worker's wall clock in milliseconds, so a later "
@@ -311,6 +316,10 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "Exactly-once execution of a side-effecting handler cannot be provided by the scheduler.",
     "Exactly-once isn't possible for a job with side effects, so we hand each run an idempotency key.",
     "Exactly-once side effects only if the job checks the idempotency key we hand it.",
+    # the latest missed time run, then the cursor moved on: one fixed catch-up, not a silent skip
+    "After an outage each recurring job runs once for its latest missed time, then next_fire_at moves to the next "
+    "future time.",
+    "Missed times get a skipped row with its reason, and next_run_at is set to the next fire time after now().",
 ])
 def test_a_right_answer_that_mentions_a_wrong_one_is_not_charged(right: str):
     report = score_text(_section(6, right))

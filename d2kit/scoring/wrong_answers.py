@@ -82,6 +82,10 @@ EXACTLY_ONCE_PROMISE = pattern(
     r"\b(every|each|all) (jobs?|runs?)\b.{0,20}\b(runs?|execut\w*|fires?|happens?) exactly[- ]once")
 
 
+# A job's cursor, the next fire time it keeps, and where a skip moves it: past now, over every missed time.
+CURSOR = r"next[_ ](fire|run)(_at|_time)?"
+PAST_THE_MISSED = r"[^.;|]{0,30}\b(next|first)\b[^.;|]{0,40}(\bafter now|\bfuture\b)"
+
 # "Each schedule has a setting: run them all, run only the latest, or skip": options, not a choice.
 CATCH_UP_OPTIONS = pattern(r"\bor (skip|run only|run the (latest|most recent)|only the (latest|most recent)|"
                            r"run (them )?all|run (each|every))\b", r"\b(run|fire) them all\W+(\w+\W+){0,6}or\b")
@@ -277,9 +281,17 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"(running|serving|accepting|writing|firing)|stays? (the )?leader|read[- ]write)"), 0.0,
                 unless=pattern(r"\b(steps? down|stops?|refuses?|read[- ]only|cannot|can'?t)\b")),
     WrongAnswer("catch_up", "missed runs skipped silently, with no record", pattern(
-        r"\bskip(s|ped|ping)? (all |every |the )*(missed|overdue|past[- ]due)\b"), 1 / 3,
+        r"\bskip(s|ped|ping)? (all |every |the )*(missed|overdue|past[- ]due)\b",
+        # the skip said as the cursor moved past the missed times: "recomputes next_run_at as the next occurrence
+        # after now()", "advances next_fire_at to the next fire time after now", "moves next_run_at forward to the
+        # next future time"
+        rf"\b{CURSOR}\b[^.;|]{{0,40}}\b(recomputed|moved|advanced|set|reset)\b{PAST_THE_MISSED}",
+        rf"\b(recomputes?|advances?|moves?|sets?|resets?)\b[^.;|]{{0,10}}\b{CURSOR}\b{PAST_THE_MISSED}"), 1 / 3,
                 unless=pattern(r"\b(record\w*|rows?|reasons?|mark\w*|logged|status|state)\b",
-                               CATCH_UP_OPTIONS.pattern)),
+                               CATCH_UP_OPTIONS.pattern,
+                               # the latest missed time run first, then the cursor moved on: a catch-up, not a skip
+                               r"\b(fires?|runs?|gets?) (\w+ ){0,2}once\b",
+                               r"\b(latest|most recent|last) (missed|occurrence|fire|run)")),
     WrongAnswer("catch_up", "every missed run fired at once", pattern(
         r"(all|every) (the |[\d,.]+k? )?(missed|overdue|past-due)\b.{0,60}\b(at once|immediately|in one burst|"
         r"together)",
