@@ -252,11 +252,12 @@ UNFENCED = (_section(7, "- **Worker dies.** Detection: its heartbeat is 30 s old
 @pytest.mark.parametrize("slip", [
     "When a lease expires, we kill the old worker and hand the job to another one.",
     "A Redis lock on the job guarantees that only one worker runs it at a time.",
+    "After an outage the planner recomputes next_run_at as the next fire time after now() and carries on.",
     "If the old worker reports after the new one, whatever arrives last is kept as the run's result.",
 ])
 def test_the_first_criterions_no_hire_answers_alone_discount_the_design(slip: str):
-    """The rubric's no-hire signals for its hard parts are not slips: each undoes a mechanism the rest of the design
-    leans on, so failure legs and rejections are believed a little less, as for a lease judged across clocks."""
+    """The rubric's no-hire signals for its hard parts, and the silent drop the prompt asks the design to avoid, are not
+    slips: failure legs and rejections are believed a little less, as for a lease judged across clocks."""
     report = score_text(UNFENCED + _section(6, slip))
     assert report.credibility.startswith("not credible: ") and "hard part" in report.credibility, report.credibility
     for check_id in ("failure_triads", "rejections"):

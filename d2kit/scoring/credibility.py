@@ -14,8 +14,9 @@ second copy of a job does, so its leases, tokens and failure legs answer a quest
 design's checks a fifth (rubric/calibration/SPLIT.md, "Fourteenth change"). The criterion's other no-hire answers cost
 a tenth alone ("Eighteenth change"): a lease judged across machines' clocks (every lease-expiry detection in the
 design fires at the wrong time), "we kill the old worker", a distributed lock trusted to keep one holder, and a
-re-dispatch that lets the old copy's late write land. Each undoes the hard part the failure legs lean on: a worker's
-lease and the split brain it causes.
+re-dispatch that lets the old copy's late write land (each undoes the hard part the failure legs lean on, a worker's
+lease and the split brain it causes); and missed runs skipped with no record, which breaks the one thing the prompt
+asks of the design ("we care a lot about not silently dropping one") and decides the catch-up for the user.
 """
 
 from __future__ import annotations
