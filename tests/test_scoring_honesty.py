@@ -131,6 +131,11 @@ def test_double_negation_still_credits_the_mechanism():
                  "a per-job policy paced at 200 per second."),
     ("catch_up", "After an outage all 25,000 missed runs are started at once, whatever each job's misfire policy "
                  "says."),
+    # the skip said as the job's cursor moved past every missed time
+    ("catch_up", "When the scheduler comes back it recomputes next_run_at as the next occurrence after now() and "
+                 "carries on from there."),
+    ("catch_up", "A fire time more than a minute old is stale, so the planner moves `next_fire_at` forward to the "
+                 "next future time and continues."),
     ("lease_fencing", "Each worker generates its own fencing token when it starts a run, and the store keeps the "
                       "write with the larger token."),
     ("lease_fencing", "Every attempt's token is taken from the worker's wall clock in milliseconds, so a later "
@@ -205,10 +210,23 @@ def test_wrong_answers_on_several_questions_discount_the_rest_of_the_design():
 
 
 def test_one_wrong_answer_costs_only_its_own_check():
-    slip = _section(6, "The worker compares lease_expires_at with its own local wall clock.")
-    assert _check(SOUND + slip, "clocks").points == 0
+    slip = _section(6, "After an outage the scheduler fires every missed occurrence at once.")
+    assert _check(SOUND + slip, "catch_up").points <= 1
     assert score_text(SOUND + slip).credibility == ""
     assert _check(SOUND + slip, "failure_triads").points == _check(SOUND, "failure_triads").points
+
+
+def test_a_lease_judged_across_clocks_alone_discounts_the_design():
+    """It undoes the other hard part, worker liveness: every lease-expiry detection in the design fires at the wrong
+    time, so the design's failure legs and rejections are believed a little less, by less than the exactly-once
+    promise costs."""
+    for slip in ("The worker compares lease_expires_at with its own local wall clock.",
+                 "Comparing the worker's timestamp against the scheduler's is accurate enough for a 60-second lease."):
+        report = score_text(SOUND + _section(6, slip))
+        assert report.credibility.startswith("not credible: ") and "hard part" in report.credibility, slip
+        for check_id in ("failure_triads", "rejections"):
+            before, after = _check(SOUND, check_id).points, _check(SOUND + _section(6, slip), check_id).points
+            assert before * 0.8 < after < before, (slip, check_id, before, after)
 
 
 def test_a_lease_judged_across_clocks_also_loses_the_lease_half_of_follow_up_1():
@@ -220,8 +238,31 @@ def test_a_lease_judged_across_clocks_also_loses_the_lease_half_of_follow_up_1()
     across = fenced + _section(6, "The worker compares lease_expires_at with its own local wall clock.")
     assert _check(fenced, "lease_fencing").points > _check(fenced, "lease_fencing").max_points / 2
     spoiled = _check(across, "lease_fencing")
-    assert spoiled.points <= spoiled.max_points / 2 and spoiled.missing[0].startswith("wrong answer"), spoiled.missing
-    assert score_text(across).credibility == ""  # still one question answered wrongly
+    assert spoiled.points <= spoiled.max_points / 2, spoiled.missing
+    assert any(m.startswith("wrong answer") for m in spoiled.missing), spoiled.missing
+
+
+# Failures and rejections with no fencing token, so a wrong answer about the old copy is not excused by one.
+UNFENCED = (_section(7, "- **Worker dies.** Detection: its heartbeat is 30 s old by the database clock. Containment: "
+                        "only that worker's runs are affected. Recovery: the reaper re-queues them.")
+            + _section(9, "- **Kafka as the queue**: no per-message lease, so a six-hour job pins its partition.\n"
+                          "- **Redis sorted sets**: an acknowledged write can be lost on failover, so runs vanish."))
+
+
+@pytest.mark.parametrize("slip", [
+    "When a lease expires, we kill the old worker and hand the job to another one.",
+    "A Redis lock on the job guarantees that only one worker runs it at a time.",
+    "After an outage the planner recomputes next_run_at as the next fire time after now() and carries on.",
+    "If the old worker reports after the new one, whatever arrives last is kept as the run's result.",
+])
+def test_the_first_criterions_no_hire_answers_alone_discount_the_design(slip: str):
+    """The rubric's no-hire signals for its hard parts, and the silent drop the prompt asks the design to avoid, are not
+    slips: failure legs and rejections are believed a little less, as for a lease judged across clocks."""
+    report = score_text(UNFENCED + _section(6, slip))
+    assert report.credibility.startswith("not credible: ") and "hard part" in report.credibility, report.credibility
+    for check_id in ("failure_triads", "rejections"):
+        before, after = _check(UNFENCED, check_id).points, _check(UNFENCED + _section(6, slip), check_id).points
+        assert before * 0.8 < after < before, (slip, check_id, before, after)
 
 
 def test_exactly_once_promised_alone_discounts_the_design():
@@ -276,6 +317,10 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "Exactly-once execution of a side-effecting handler cannot be provided by the scheduler.",
     "Exactly-once isn't possible for a job with side effects, so we hand each run an idempotency key.",
     "Exactly-once side effects only if the job checks the idempotency key we hand it.",
+    # the latest missed time run, then the cursor moved on: one fixed catch-up, not a silent skip
+    "After an outage each recurring job runs once for its latest missed time, then next_fire_at moves to the next "
+    "future time.",
+    "Missed times get a skipped row with its reason, and next_run_at is set to the next fire time after now().",
 ])
 def test_a_right_answer_that_mentions_a_wrong_one_is_not_charged(right: str):
     report = score_text(_section(6, right))

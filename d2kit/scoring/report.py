@@ -14,7 +14,7 @@ from d2kit.scoring.scorer import CheckScore, ScoreReport
 
 LEVEL_STYLE = {"full": "green", "partial": "yellow", "none": "red"}
 PRE_EMPTED = {"full": "pre-empted", "partial": "partly", "none": "not pre-empted"}
-# The credibility panel: several wrong questions, or the exactly-once promise alone (credibility.py).
+# The credibility panel: several wrong questions, or one of the no-hire answers alone (credibility.py).
 DISCOUNTED = "Wrong answers that discount the design"
 
 

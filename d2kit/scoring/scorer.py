@@ -60,9 +60,10 @@ class Flaws:
 
     @property
     def credibility(self) -> credibility.Credibility:
+        costliest = min((c.wrong for c in self.wrong_answers), key=lambda w: w.alone, default=None)
         return credibility.assess([c.wrong.check for c in self.wrong_answers]
                                   + [c.mechanism.check for c in self.contradictions],
-                                  any(c.wrong.promises_exactly_once for c in self.wrong_answers))
+                                  (costliest.alone, costliest.name) if costliest else (1.0, ""))
 
 
 @dataclass

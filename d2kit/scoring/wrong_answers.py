@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from d2kit.scoring.concepts import SELF_CHECK, store_checks_token
+from d2kit.scoring.credibility import HARD_PART_ALONE, PROMISE_ALONE
 from d2kit.scoring.document import Document
 from d2kit.scoring.evidence import Evidence, Finding, pattern
 from d2kit.scoring.negation import affirmed
@@ -33,15 +34,11 @@ class WrongAnswer:
     unless_anywhere: re.Pattern[str] | None = None  # ... or any sentence of the attempt
     unless_store_fences: bool = False  # ... or the design's store checks a fencing token (concepts.store_checks_token)
     spoils: tuple[tuple[str, float], ...] = ()  # other checks the same answer undoes, with their caps
+    alone: float = 1.0  # what the design's checks keep when this is the only question answered wrongly (credibility)
 
     def cap_for(self, check_id: str) -> float | None:
         """The share of ``check_id``'s points this answer leaves at most, or None when it does not touch it."""
         return self.cap if check_id == self.check else dict(self.spoils).get(check_id)
-
-    @property
-    def promises_exactly_once(self) -> bool:
-        """The rubric's no-hire answer: exactly-once execution promised (credibility.PROMISE_ALONE)."""
-        return self.claim is EXACTLY_ONCE_PROMISE
 
 
 # A job that must cooperate for exactly-once (idempotency it implements, a token it checks) is the right answer.
@@ -85,6 +82,10 @@ EXACTLY_ONCE_PROMISE = pattern(
     r"\b(every|each|all) (jobs?|runs?)\b.{0,20}\b(runs?|execut\w*|fires?|happens?) exactly[- ]once")
 
 
+# A job's cursor, the next fire time it keeps, and where a skip moves it: past now, over every missed time.
+CURSOR = r"next[_ ](fire|run)(_at|_time)?"
+PAST_THE_MISSED = r"[^.;|]{0,30}\b(next|first)\b[^.;|]{0,40}(\bafter now|\bfuture\b)"
+
 # "Each schedule has a setting: run them all, run only the latest, or skip": options, not a choice.
 CATCH_UP_OPTIONS = pattern(r"\bor (skip|run only|run the (latest|most recent)|only the (latest|most recent)|"
                            r"run (them )?all|run (each|every))\b", r"\b(run|fire) them all\W+(\w+\W+){0,6}or\b")
@@ -92,7 +93,7 @@ CATCH_UP_OPTIONS = pattern(r"\bor (skip|run only|run the (latest|most recent)|on
 
 WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("delivery_semantics", "exactly-once execution promised without the job's cooperation",
-                EXACTLY_ONCE_PROMISE, 0.0, COOPERATION),  # the rubric's "none"
+                EXACTLY_ONCE_PROMISE, 0.0, COOPERATION, alone=PROMISE_ALONE),  # the rubric's "none"
     WrongAnswer("delivery_semantics", "at-most-once said to guarantee that every job runs", pattern(
         r"at[- ]most[- ]once\b.{0,100}\b(guaranteed to (run|fire|execute)|always (runs|fires)|"
         r"every (job|run) (is guaranteed|runs|will run))"), 0.0,
@@ -110,7 +111,7 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"(users?|tenants?|jobs?|authors?) (don'?t|do not|never) (need|have) to (make|change|write)",
         r"side[- ]effects? (can )?never (happen|run|occur)s? twice"), 0.5),
     WrongAnswer("proof_of_execution", "exactly-once promised to the user instead of what at-least-once promises",
-                EXACTLY_ONCE_PROMISE, 0.5, COOPERATION),
+                EXACTLY_ONCE_PROMISE, 0.5, COOPERATION, alone=PROMISE_ALONE),
     WrongAnswer("lease_fencing", "fencing tokens offered as a replacement for leases", pattern(
         r"(fenc\w*|tokens?)\b.{0,60}\b(instead of|replaces?|so we (do not|don'?t) need)\b.{0,20}\b"
         r"(leases?|heartbeats?)",
@@ -133,13 +134,14 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("lease_fencing", "a distributed lock trusted to keep one holder (a paused holder outlives its expiry)",
                 pattern(r"(redis|zookeeper|etcd|distributed|setnx)\W+(\w+\W+){0,3}lock\w*\b.{0,80}\b(ensures?|"
                         r"guarantees?|so that|means) (that )?(only one|no two|never|a single)"), 3 / 8,
-                unless_store_fences=True),
+                unless_store_fences=True, alone=HARD_PART_ALONE),
     WrongAnswer("lease_fencing", "the old copy stopped by a kill sent to it (a partitioned worker never receives it)",
                 pattern(r"\b(send|sends|sent|sending|issues?|issued)\b.{0,20}\b(kill|terminat\w*|stop|shutdown)\b"
                         r".{0,40}\b(old|first|previous|original|stale|zombie)\b",
                         r"\b(old|first|previous|original|stale|zombie) (worker|copy|attempt|instance|host)\b.{0,20}\b"
                         r"(is |gets )?(sent|given) an? (kill|stop|terminate)",
-                        r"\bwe kill the (old|first|previous|stale|zombie)\b"), 3 / 8, unless_store_fences=True),
+                        r"\bwe kill the (old|first|previous|stale|zombie)\b"), 3 / 8, unless_store_fences=True,
+                alone=HARD_PART_ALONE),
     WrongAnswer("lease_fencing", "fencing tokens said to stop a second copy from running (they stop its writes)",
                 pattern(r"fenc\w*\b.{0,80}\b(two workers|second copy|two copies|split[- ]brain)\b.{0,30}\b(never|"
                         r"impossible|cannot|can'?t)\b",
@@ -166,7 +168,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 "without a token)", pattern(
         r"\b(last|latest|later) (write|writer|report|status|result|copy)s?\b.{0,10}\bwins\b",
         r"\bwhatever (arrives|lands|is written|comes) last\b",
-        r"\boutcome is whatever the (later|last|latest|newer)"), 3 / 8, unless_store_fences=True),
+        r"\boutcome is whatever the (later|last|latest|newer)"), 3 / 8, unless_store_fences=True,
+                alone=HARD_PART_ALONE),
     WrongAnswer("lease_fencing", "a claim that never expires (a dead or partitioned worker keeps its job)", pattern(
         r"(lease|lock|claim|reservation)\w*\b.{0,40}\b(forever|indefinitely|until (it|the worker) (comes back|returns|"
         r"reconnects|recovers))",
@@ -212,7 +215,7 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                                # due times read on the reader's own clock are what every scheduler does: the wrong
                                # answer is a lease, a heartbeat or an expiry judged across machines
                                rf"^(?!.*\b({LIVENESS})).*\b(due|fire|firing|scheduled|trigger)[ _-]?(times?|at)\b"),
-                spoils=LEASE_EXPIRY),
+                spoils=LEASE_EXPIRY, alone=HARD_PART_ALONE),
     WrongAnswer("clocks", "readings of different machines' clocks compared (a monotonic clock orders one machine's "
                 "times only)", pattern(
         r"monotonic clocks?\b.{0,30}\b(is |are )?(compared|synchroni[sz]ed|shared) (across|between)",
@@ -228,7 +231,7 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 0.0,
                 unless=pattern(r"\b(not|never|cannot|can'?t|isn'?t|aren'?t|meaningless|only (on|within|valid)|nobody|"
                                r"no one)\b"),
-                spoils=LEASE_EXPIRY),
+                spoils=LEASE_EXPIRY, alone=HARD_PART_ALONE),
     WrongAnswer("replica_double_fire", "leader election alone, with nothing on the failover gap or a paused old "
                 "leader", pattern(r"\b(only|just) (the )?leader\b.{0,60}\b(fires?|dispatch\w*|reads?|publish\w*|"
                                   r"schedul\w*|runs?)\b",
@@ -278,9 +281,17 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"(running|serving|accepting|writing|firing)|stays? (the )?leader|read[- ]write)"), 0.0,
                 unless=pattern(r"\b(steps? down|stops?|refuses?|read[- ]only|cannot|can'?t)\b")),
     WrongAnswer("catch_up", "missed runs skipped silently, with no record", pattern(
-        r"\bskip(s|ped|ping)? (all |every |the )*(missed|overdue|past[- ]due)\b"), 1 / 3,
+        r"\bskip(s|ped|ping)? (all |every |the )*(missed|overdue|past[- ]due)\b",
+        # the skip said as the cursor moved past the missed times: "recomputes next_run_at as the next occurrence
+        # after now()", "advances next_fire_at to the next fire time after now", "moves next_run_at forward to the
+        # next future time"
+        rf"\b{CURSOR}\b[^.;|]{{0,40}}\b(recomputed|moved|advanced|set|reset)\b{PAST_THE_MISSED}",
+        rf"\b(recomputes?|advances?|moves?|sets?|resets?)\b[^.;|]{{0,10}}\b{CURSOR}\b{PAST_THE_MISSED}"), 1 / 3,
                 unless=pattern(r"\b(record\w*|rows?|reasons?|mark\w*|logged|status|state)\b",
-                               CATCH_UP_OPTIONS.pattern)),
+                               CATCH_UP_OPTIONS.pattern,
+                               # the latest missed time run first, then the cursor moved on: a catch-up, not a skip
+                               r"\b(fires?|runs?|gets?) (\w+ ){0,2}once\b",
+                               r"\b(latest|most recent|last) (missed|occurrence|fire|run)"), alone=HARD_PART_ALONE),
     WrongAnswer("catch_up", "every missed run fired at once", pattern(
         r"(all|every) (the |[\d,.]+k? )?(missed|overdue|past-due)\b.{0,60}\b(at once|immediately|in one burst|"
         r"together)",
