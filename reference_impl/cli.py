@@ -513,8 +513,10 @@ def up(
         run_cluster_live(supervisor, watch, stop)
     finally:
         console.print(f"stopping {len(cluster.members)} members (drain up to {drain_timeout:g} s)...")
-        cluster.stop(timeout=drain_timeout)
+        killed = cluster.stop(timeout=drain_timeout)
         watch.stop()
+    if killed:
+        console.print(f"still running after {drain_timeout:g} s, so killed instead of drained: {', '.join(killed)}")
     console.print(f"stopped; logs in {folder}")
 
 

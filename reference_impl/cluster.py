@@ -96,19 +96,24 @@ class LocalCluster:
     def alive(self) -> dict[str, bool]:
         return {name: m.alive for name, m in self.members.items()}
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM everyone (graceful: workers finish or hand back their attempts), then SIGKILL stragglers."""
+    def stop(self, timeout: float = 15.0) -> list[str]:
+        """SIGTERM everyone (graceful: workers finish or hand back their attempts), then SIGKILL stragglers.
+        Returns the names of the members still running at the bound: killed, not drained."""
         for name in self.members:
             for sig in (signal.SIGCONT, signal.SIGTERM):  # a paused process cannot handle SIGTERM
                 with contextlib.suppress(ProcessLookupError):
                     self._signal(name, sig)
         deadline = time.monotonic() + timeout
+        killed = []
         for name, member in self.members.items():
             while time.monotonic() < deadline and (member.alive or _group_alive(member.popen.pid)):
                 time.sleep(0.05)
+            if member.alive:
+                killed.append(name)
             with contextlib.suppress(ProcessLookupError):
                 self._signal(name, signal.SIGKILL)
             member.popen.wait(timeout=5)
+        return killed
 
     def __enter__(self) -> LocalCluster:
         return self

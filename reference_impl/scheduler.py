@@ -104,5 +104,6 @@ class Scheduler:
                 service.run_if_due(self.engine, now)
             next_due = min(service.next_due for service in self.services.values())
             self.stop.wait(max(0.0, next_due - time.monotonic()))
+        log.info("stopping")
         processes.mark_stopped(self.engine, self.config.scheduler_id)
         self.engine.dispose()

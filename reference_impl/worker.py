@@ -216,7 +216,10 @@ class Worker:
         if self.recycling:
             self._finish_in_flight()
         self.stop.set()
+        drain_started = time.monotonic()
         self._drain()
+        log.info("drained in %.1f s%s", time.monotonic() - drain_started,
+                 f"; {len(self.held)} attempts still held, left to their leases" if self._holding() else "")
         processes.mark_stopped(self.engine, cfg.worker_id)
         self.engine.dispose()
         self.calls.dispose()

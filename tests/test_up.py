@@ -163,7 +163,10 @@ def test_up_outlives_a_postgres_restart_and_outage_restarts_a_killed_member_and_
         status = up.stop()
     assert status == 0, (tmp_path / "up.out").read_text()[-2000:]
     assert all(pid_gone(m["pid"]) for m in up.members().values()), "Ctrl-C leaves nothing running"
-    assert scalar(engine, "SELECT count(*) FROM processes WHERE stopped_at IS NULL") == 0, "each member drained"
+    undrained = [r[0] for r in rows(engine, "SELECT id FROM processes WHERE stopped_at IS NULL")]
+    assert undrained == [], "each member drained; not: " + "".join(
+        f"\n--- {name}.log ---\n" + (tmp_path / "logs" / f"{name}.log").read_text()[-3000:] for name in undrained
+    ) + "\n--- up.out ---\n" + (tmp_path / "up.out").read_text()[-500:]
 
 
 def test_a_member_that_keeps_dying_backs_off_and_no_restart_leaves_it_dead(database_url, tmp_path):
