@@ -16,6 +16,7 @@ from rich.console import Console
 from reference_impl import cleaner, db, policies, states
 from reference_impl.api.cli import register as register_api
 from reference_impl.lease import HEARTBEAT_SECONDS
+from reference_impl.processes import SHUTDOWN_GRACE_SECONDS
 from reference_impl.supervisor import BACKOFF_FIRST, BACKOFF_MAX
 
 app = typer.Typer(
@@ -473,8 +474,9 @@ def up(
     restart: bool = typer.Option(True, "--restart/--no-restart",
                                  help=f"Restart a member that exits or is killed, with backoff ({BACKOFF_FIRST:g} s "
                                       f"doubling to {BACKOFF_MAX:g} s). --no-restart leaves it dead, for drills."),
-    drain_timeout: float = typer.Option(15.0, min=0, help="On Ctrl-C/SIGTERM: seconds members get to drain "
-                                                          "before they are killed."),
+    drain_timeout: float = typer.Option(
+        2 * SHUTDOWN_GRACE_SECONDS + 5, min=0, help="On Ctrl-C/SIGTERM: seconds members get to drain before they are "
+                                                    "killed (default: a worker's whole graceful stop, and 5 s more)."),
     log_dir: Path = typer.Option(None, help="Folder for the members' logs and up.json (the supervisor's state); "
                                             "default: a new temporary folder."),
 ) -> None:

@@ -21,6 +21,10 @@ log = logging.getLogger("d2kit")
 # crash, so its supervisor starts it again at once.
 RECYCLE_EXIT = 75
 
+# A worker's graceful stop (worker.py, _drain): its handlers get this long to finish, then, cancelled, this long again
+# to return. A supervisor that stops workers waits at least twice this before it kills one (``d2kit up``).
+SHUTDOWN_GRACE_SECONDS = 10.0
+
 
 def wall_now() -> datetime:
     """This process's wall clock (what a skewed node believes the time is)."""

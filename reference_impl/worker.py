@@ -116,7 +116,7 @@ class WorkerConfig:
     poll_seconds: float = 0.05
     claim_batch: int = 64
     claim_ahead_seconds: float | None = None  # default: CLAIM_AHEAD_POLLS poll periods; 0 claims only what is due
-    shutdown_grace_seconds: float = 10.0
+    shutdown_grace_seconds: float = processes.SHUTDOWN_GRACE_SECONDS
     # Abandoned handler threads still alive at which the worker recycles itself; default a quarter of the slots,
     # so at least three quarters of the process still do useful work before it does.
     max_abandoned: int | None = None
