@@ -904,6 +904,17 @@ def test_a_paragraph_that_rejects_several_alternatives_counts_each():
     assert _check(paragraph, "rejections").points == _check(listed, "rejections").points == 15
 
 
+def test_a_paragraph_of_named_rejections_counts_each_as_its_bullets_would():
+    """Terse write-ups run "Name: reason." rejections together in one paragraph; each is an alternative, as it is
+    when written one per bullet."""
+    sentences = ["A single leader via ZooKeeper: a failover gap makes every run late, and a paused leader still writes",
+                 "Kafka with visibility timeouts: redelivery without a fence, and a six-hour job forces an absurd "
+                 "timeout",
+                 "Redis sorted sets for due times: a failover can lose writes it already acknowledged, so runs vanish"]
+    paragraph = _section(9, ". ".join(sentences) + ".")
+    listed = _section(9, "\n".join(f"- {s}." for s in sentences))
+    assert _check(paragraph, "rejections").points == _check(listed, "rejections").points == 15
+
 
 def test_alternatives_a_paragraph_says_it_considered_count_each():
     paragraph = _section(9, "I considered a single leader elected through etcd, but rejected it because nothing is "
