@@ -185,13 +185,23 @@ def test_the_numbered_next_attempt_running_is_the_recovery(recovery: str):
 
 
 @pytest.mark.parametrize("labels", [("Noticed", "Kept small", "Back to normal"),
-                                    ("Found", "Kept from spreading", "Back to normal")])
+                                    ("Found", "Kept from spreading", "Back to normal"),
+                                    ("Seen", "Contained", "Back"), ("seen", "held", "fixed")])
 def test_plain_labels_name_the_legs(labels: tuple[str, str, str]):
     """The legs labelled inline as plain write-ups label them, as a table headed so already reads them."""
     noticed, kept, back = labels
     text = _section(7, f"- A worker machine dies. {noticed}: its hold is not renewed for 30 s by the database clock. "
                        f"{kept}: only that machine's runs are affected. {back}: the runs are handed to other machines "
                        f"within a minute.")
+    items = failure_items(parse(text))
+    assert len(items) == 1 and items[0].complete, [item.legs for item in items]
+
+
+def test_terse_labels_on_one_line_name_the_legs():
+    """A failure with its three legs in one line, labelled tersely: one label read makes the line read by its labels,
+    so the terse set is read whole (with only "seen" known, "held" and "fixed" were lost)."""
+    text = _section(7, "- Worker dies — seen: lease expires in 30 s; held: its attempt number is stale, so its late "
+                       "writes are refused; fixed: re-queued, runs again within ~35 s.")
     items = failure_items(parse(text))
     assert len(items) == 1 and items[0].complete, [item.legs for item in items]
 

@@ -263,6 +263,8 @@ UNFENCED = (_section(7, "- **Worker dies.** Detection: its heartbeat is 30 s old
     "A Redis lock on the job guarantees that only one worker runs it at a time.",
     "After an outage the planner recomputes next_run_at as the next fire time after now() and carries on.",
     "If the old worker reports after the new one, whatever arrives last is kept as the run's result.",
+    "Only the leader fires; when the old leader's ZooKeeper session expires it gets a session-expired event and stops "
+    "its loop.",
 ])
 def test_the_first_criterions_no_hire_answers_alone_discount_the_design(slip: str):
     """The rubric's no-hire signals for its hard parts, and the silent drop the prompt asks the design to avoid, are not
@@ -284,6 +286,25 @@ def test_exactly_once_promised_alone_discounts_the_design():
     before, after = _design_points(SOUND), _design_points(SOUND + promise)
     for check_id in DESIGN_CHECKS:
         assert before[check_id] * 0.75 < after[check_id] < before[check_id], (check_id, before, after)
+
+
+@pytest.mark.parametrize("trusted", [
+    "Only the leader dispatches. When its ZK session expires, the old leader gets a session-expired event, stops its "
+    "timer wheel and exits.",
+    "Only the leader dispatches. If the leader loses its lease, it steps down and the keepalive callback stops the "
+    "loop.",
+    "Only the leader dispatches. Because the new leader only starts after the old leader's etcd lease has expired, "
+    "there is never a moment with two leaders.",
+])
+def test_an_old_leader_trusted_to_stop_itself_is_the_wrong_answer(trusted: str):
+    """A paused process cannot fence itself (the criterion's hire signal): an old leader guarded only by its own session
+    or lease ending earns follow-up 2's partial, unless its writes carry an epoch the store compares."""
+    check = _check(_section(6, trusted), "replica_double_fire")
+    assert any("trusted to stop itself" in m for m in check.missing), check.missing
+    assert check.points <= check.max_points * 0.6
+    fenced = _section(6, trusted + " Every write the leader makes carries its epoch, and the store refuses an older "
+                                   "epoch.")
+    assert not any("trusted to stop itself" in m for m in _check(fenced, "replica_double_fire").missing)
 
 
 def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
@@ -882,6 +903,17 @@ def test_a_paragraph_that_rejects_several_alternatives_counts_each():
     listed = _section(9, "\n".join(f"- {s}." for s in paragraph.split("\n\n")[1].rstrip("\n.").split(". ")))
     assert _check(paragraph, "rejections").points == _check(listed, "rejections").points == 15
 
+
+def test_a_paragraph_of_named_rejections_counts_each_as_its_bullets_would():
+    """Terse write-ups run "Name: reason." rejections together in one paragraph; each is an alternative, as it is
+    when written one per bullet."""
+    sentences = ["A single leader via ZooKeeper: a failover gap makes every run late, and a paused leader still writes",
+                 "Kafka with visibility timeouts: redelivery without a fence, and a six-hour job forces an absurd "
+                 "timeout",
+                 "Redis sorted sets for due times: a failover can lose writes it already acknowledged, so runs vanish"]
+    paragraph = _section(9, ". ".join(sentences) + ".")
+    listed = _section(9, "\n".join(f"- {s}." for s in sentences))
+    assert _check(paragraph, "rejections").points == _check(listed, "rejections").points == 15
 
 
 def test_alternatives_a_paragraph_says_it_considered_count_each():

@@ -15,8 +15,10 @@ design's checks a fifth (rubric/calibration/SPLIT.md, "Fourteenth change"). The 
 a tenth alone ("Eighteenth change"): a lease judged across machines' clocks (every lease-expiry detection in the
 design fires at the wrong time), "we kill the old worker", a distributed lock trusted to keep one holder, and a
 re-dispatch that lets the old copy's late write land (each undoes the hard part the failure legs lean on, a worker's
-lease and the split brain it causes); and missed runs skipped with no record, which breaks the one thing the prompt
-asks of the design ("we care a lot about not silently dropping one") and decides the catch-up for the user.
+lease and the split brain it causes); an old leader trusted to stop itself when its session or lease ends (a paused
+process cannot fence itself, so its dispatches land; "Nineteenth change"); and missed runs skipped with no record,
+which breaks the one thing the prompt asks of the design ("we care a lot about not silently dropping one") and
+decides the catch-up for the user.
 """
 
 from __future__ import annotations

@@ -69,9 +69,12 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"\b(attempt|try) \d+ (runs|finishes|succeeds|starts|completes)\b",  # "attempt 2 runs and finishes normally"
     ),
 }
-# The legs' labels in plain words, as plain write-ups put them inline: "Noticed: ... Kept small: ... Back to normal:".
-PLAIN_LABELS = {"detection": r"noticed|found", "containment": r"kept (?:small|from spreading)",
-                "recovery": r"back to normal"}
+# The legs' labels in plain words, as plain write-ups put them inline: "Noticed: ... Kept small: ... Back to normal:",
+# or tersely "seen: ... held: ... fixed: ..." (h7-02), "Seen: ... Contained: ... Back: ..." (h19-16). Once one
+# label of a line is read, the line is read by its labels, so a terse set is known whole. The short words are labels
+# only with their colon ("back-off", "seen by the reaper", "held by" are not).
+PLAIN_LABELS = {"detection": r"noticed|found|seen(?=:)", "containment": r"kept (?:small|from spreading)|held(?=:)",
+                "recovery": r"back to normal|(?:back|fixed)(?=:)"}
 # "Containment: ..." or, in a sentence, "containment is that only its runs are affected".
 LABEL = re.compile(
     r"(?:^|(?<=[\s.;(]))\W{0,3}(detect(?:ed|ion|s)?|contain(?:ed|ment|s)?|recover(?:ed|y|s)?|"
@@ -149,7 +152,8 @@ class FailureItem:
 
 
 def _leg_of(label: str) -> str:
-    plain = next((leg for leg, words in PLAIN_LABELS.items() if re.fullmatch(words, label, re.I)), None)
+    plain = next((leg for leg, words in PLAIN_LABELS.items() if re.fullmatch(f"(?:{words}):", label + ":", re.I)),
+                 None)
     return plain or {"d": "detection", "c": "containment", "r": "recovery"}[label[0].lower()]
 
 

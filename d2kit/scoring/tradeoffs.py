@@ -48,6 +48,12 @@ WRONG_PREMISE = pattern(r"\b(doesn'?t|does not|cannot|can'?t|won'?t|no|never)\b 
 # A sentence that opens by rejecting something: one alternative of a paragraph that rejects several.
 REJECTION_LEAD = re.compile(r"^\W*(i|we)\s+(also\s+)?(turned down|rejected|ruled out|decided against|passed on|"
                             r"considered and rejected|considered|chose not to|did not (choose|pick|use))\b", re.I)
+# ... or by naming it, as a bullet would: "Redis timers: loses acknowledged writes on failover." (a name of up to six
+# words and a colon). The same rejections run together in a paragraph are the same items as one per bullet; a label
+# that is the verdict or its reason ("Rejected here: ...", "Why: ...") names no other alternative.
+NAME_LEAD = re.compile(r"^\W*(?!(rejected|rejecting|reject|why|reason|because|but|however|verdict|instead)\b)"
+                       r"[^\s:.;]+( [^\s:.;]+){0,5}:\s", re.I)
+
 # The partitioned worker's answer (a lease that expires, a token the store checks) and the replicas' answer (more
 # than one scheduler, kept from firing together): rejecting one while the design puts nothing in its place is a
 # follow-up's wrong answer given as a reason (re-dispatch without a token; one scheduler, so nothing survives its
@@ -116,11 +122,15 @@ def _only_opinion(reason: str) -> bool:
     return not re.search(r"\d", rest) and not any(p.search(rest) for p in (REASON, LOAD_BEARING, FAILURE_PROFILE))
 
 
+def _opens_rejection(sentence: str) -> bool:
+    return bool(REJECTION_LEAD.match(sentence) or NAME_LEAD.match(sentence))
+
+
 def rejections(doc: Document) -> Finding:
     section = doc.sections.get(9)
     if section is None:
         return Finding(0.0, missing=["No section 9: nothing was explicitly rejected."])
-    items = [one for item in split_items(section) for one in one_per_lead(item, REJECTION_LEAD.match)]
+    items = [one for item in split_items(section) for one in one_per_lead(item, _opens_rejection)]
     if not items:
         return Finding(0.0, missing=["Section 9 is empty."])
     reasoned, named_only = [], []

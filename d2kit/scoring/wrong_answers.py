@@ -82,6 +82,17 @@ EXACTLY_ONCE_PROMISE = pattern(
     r"\b(every|each|all) (jobs?|runs?)\b.{0,20}\b(runs?|execut\w*|fires?|happens?) exactly[- ]once")
 
 
+# A leader's own term, how it stops on its own, and what fences an old leader instead: its epoch (term, generation,
+# revision) compared where it writes, or a unique key that refuses the old leader's occurrence.
+OWN_TERM = r"(session|lease|keep-?alive|leader key|ttl|ephemeral node)s?"
+STOPS_ITSELF = r"\b(stops?|exits?|shuts? down|steps? down|quits?|rejoins?|halts?|abdicates?)\b"
+OLD_LEADER = r"\b(old|deposed|paused|zombie|stale|previous|former) leader\b"
+LEADER_FENCED = pattern(r"\bleader'?s?\b.{0,60}\b(fenc\w*|epoch|term|generation|revision)s?\b",
+                        r"\b(fenc\w*|epoch|term|generation|revision)s?\b.{0,60}\bleader\b",
+                        rf"\b(unique|primary key|conditional|on conflict)\b.{{0,80}}{OLD_LEADER}",
+                        rf"{OLD_LEADER}.{{0,80}}\b(unique|primary key|conditional|on conflict|refused|rejected|"
+                        r"fails)\b")
+
 # A job's cursor, the next fire time it keeps, and where a skip moves it: past now, over every missed time.
 CURSOR = r"next[_ ](fire|run)(_at|_time)?"
 PAST_THE_MISSED = r"[^.;|]{0,30}\b(next|first)\b[^.;|]{0,40}(\bafter now|\bfuture\b)"
@@ -247,6 +258,19 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                                         r"\b(gc|garbage[- ]collection|stop[- ]the[- ]world) paus\w*.{0,60}\bleader",
                                         r"\b(fenc\w*|epoch|term|token)\b.{0,60}\bleader", r"failover gap",
                                         r"unique\b.{0,40}\b(fire|schedul|run|due)")),
+    # The old leader named, but trusted to stop itself when its own session or lease ends: "a paused process cannot
+    # fence itself" (the criterion's hire signal). It wakes from a pause still leading until it hears so, and its
+    # dispatches land meanwhile, unless the leader's writes carry an epoch the store or workers compare, or the store's
+    # unique key refuses the old leader's occurrence (LEADER_FENCED, anywhere in the design).
+    WrongAnswer("replica_double_fire", "the old leader trusted to stop itself when its session or lease ends (a paused "
+                "process cannot fence itself)", pattern(
+        rf"\bleader\b[^.;]{{0,80}}\b{OWN_TERM}(_|\b[^.;]{{0,40}}\b)(expir\w*|ends?|lapses?|times? out)\b[^.;]{{0,60}}"
+        rf"{STOPS_ITSELF}",
+        rf"\bleader\b[^.;]{{0,40}}\b(los(es|t|ing)|fail\w* to (renew|keep)|cannot renew)\b (its |the )?(\w+ )?"
+        rf"{OWN_TERM}\b[^.;]{{0,60}}{STOPS_ITSELF}",
+        # the new leader waits out the old one's lease, trusting it stopped when the lease did
+        r"\bnew leader only (starts|begins|takes over|acts)\b[^.;]{0,40}\bafter\b[^.;]{0,40}\b(old|previous|former) "
+        r"leader'?s? (\w+ )?(lease|session|key)"), 0.6, unless_anywhere=LEADER_FENCED, alone=HARD_PART_ALONE),
     WrongAnswer("replica_double_fire", "a check whether the run already happened, then a separate write (two replicas "
                 "both pass the check)", pattern(
         r"check(s|ed|ing)? (whether|if) (it|the job|the run|the occurrence|a run|this run) (has )?(already )?"
