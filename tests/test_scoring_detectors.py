@@ -206,6 +206,25 @@ def test_terse_labels_on_one_line_name_the_legs():
     assert len(items) == 1 and items[0].complete, [item.legs for item in items]
 
 
+@pytest.mark.parametrize("bullet", ["", "- "])
+def test_one_leg_per_line_with_the_failure_named_on_each_is_one_failure(bullet: str):
+    """"Worker crash, detection: ..." then "Worker crash, containment: ...": the legs of one failure, one per line, its
+    name said again on each (or shortened), are that failure's legs, as they are under one bullet."""
+    lines = ["Worker crash, detection: the reaper sees its lease expire 30 s after the last renewal.",
+             "Worker crash, containment: only that worker's runs are affected; its tenant slot is released.",
+             "Worker crash, recovery: the run goes back to ready and another worker claims it.",
+             "Database primary failure (10 min) — detected: the health check fails for 10 s.",
+             "Database primary failure — contained: claims fail while it is down, so nothing is half written.",
+             "Database primary failure — recovered: the standby is promoted and the workers reconnect to it."]
+    items = failure_items(parse(_section(7, "\n".join(bullet + line for line in lines))))
+    assert [item.complete for item in items] == [True, True], [(item.title, item.legs) for item in items]
+    # different failures, one leg each, stay apart
+    scattered = [lines[0], "Scheduler crash, containment: its transaction rolls back and nothing is half written.",
+                 "Store failure, recovery: the standby is promoted and the workers reconnect to it."]
+    items = failure_items(parse(_section(7, "\n".join(bullet + line for line in scattered))))
+    assert [len(item.legs) for item in items] == [1, 1, 1], [(item.title, item.legs) for item in items]
+
+
 def test_a_turn_number_is_a_fencing_number_for_a_cut_off_workers_containment():
     """A partitioned worker's containment needs a fencing number somewhere in the design; plain write-ups call it a
     turn number as others call it a ticket or generation number."""
