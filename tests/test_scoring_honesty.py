@@ -295,6 +295,9 @@ def test_exactly_once_promised_alone_discounts_the_design():
     "loop.",
     "Only the leader dispatches. Because the new leader only starts after the old leader's etcd lease has expired, "
     "there is never a moment with two leaders.",
+    # its keepalive failing is the old leader noticing, not its writes refused (LEADER_FENCED's failed write)
+    "Only the leader dispatches. The old leader steps down when its own lease ends: its keepalive fails, and it stops "
+    "the wheel.",
 ])
 def test_an_old_leader_trusted_to_stop_itself_is_the_wrong_answer(trusted: str):
     """A paused process cannot fence itself (the criterion's hire signal): an old leader guarded only by its own session

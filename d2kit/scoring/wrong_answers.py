@@ -90,8 +90,10 @@ OLD_LEADER = r"\b(old|deposed|paused|zombie|stale|previous|former) leader\b"
 LEADER_FENCED = pattern(r"\bleader'?s?\b.{0,60}\b(fenc\w*|epoch|term|generation|revision)s?\b",
                         r"\b(fenc\w*|epoch|term|generation|revision)s?\b.{0,60}\bleader\b",
                         rf"\b(unique|primary key|conditional|on conflict)\b.{{0,80}}{OLD_LEADER}",
-                        rf"{OLD_LEADER}.{{0,80}}\b(unique|primary key|conditional|on conflict|refused|rejected|"
-                        r"fails)\b")
+                        rf"{OLD_LEADER}.{{0,80}}\b(unique|primary key|conditional|on conflict|refused|rejected)\b",
+                        # the old leader's write fails ("the old leader's tx fails"), not its own keepalive
+                        rf"{OLD_LEADER}.{{0,80}}\b(tx|transactions?|inserts?|writes?|updates?|commits?) "
+                        r"(\w+ ){0,2}fail(s|ed)?\b")
 
 # A job's cursor, the next fire time it keeps, and where a skip moves it: past now, over every missed time.
 CURSOR = r"next[_ ](fire|run)(_at|_time)?"
