@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from d2kit.scoring import credibility
 from d2kit.scoring.arithmetic import calculations
 from d2kit.scoring.concepts import FENCING
 from d2kit.scoring.document import parse
@@ -18,6 +19,7 @@ from d2kit.scoring.failures import failure_items
 from d2kit.scoring.prose import is_name_drop
 from d2kit.scoring.rubric import load_design_rubric
 from d2kit.scoring.scorer import score_text
+from d2kit.scoring.wrong_answers import WRONG_ANSWERS
 
 
 def _check(text: str, check_id: str):
@@ -216,6 +218,24 @@ def test_wrong_answers_on_several_questions_discount_the_rest_of_the_design():
         assert after.points <= before.points * 0.6, (check_id, before.points, after.points)
         assert any(m.startswith("not credible") for m in after.missing)
     assert "3 different questions" in incoherent.credibility and not sound.credibility
+
+
+def test_a_check_charged_for_a_wrong_answer_pays_once():
+    """The promise is charged where the rubric charges it (delivery semantics, follow-up 5's promise) and discounts
+    the design's other checks; a check it is charged to keeps its charge, not the charge and the discount too."""
+    proof = _section(5, "Every attempt is a row in the execution table with its terminal state. Dispatched is not "
+                        "the same as completed: a run is done only when the worker's completion is written.")
+    promise = _section(6, "We guarantee exactly-once execution end to end, so users do not need to make their jobs "
+                          "idempotent.")
+    honest, promised = _check(SOUND + proof, "proof_of_execution"), _check(SOUND + proof + promise,
+                                                                           "proof_of_execution")
+    cap = next(w.cap for w in WRONG_ANSWERS if w.check == "proof_of_execution" and w.alone < 1)
+    assert honest.points * credibility.PROMISE_ALONE > honest.max_points * cap  # the charge costs more here
+    assert any("exactly-once promised" in m for m in promised.missing), promised.missing
+    assert not any(m.startswith("not credible") for m in promised.missing), promised.missing
+    assert promised.points == round(promised.max_points * cap, 1), (honest.points, promised.points)
+    # the design's other checks are still discounted
+    assert any(m.startswith("not credible") for m in _check(SOUND + proof + promise, "rejections").missing)
 
 
 def test_one_wrong_answer_costs_only_its_own_check():

@@ -156,11 +156,17 @@ def _check_dict(check: CheckScore) -> dict:
 
 def _score_check(doc: Document, flaws: Flaws, check_id: str, title: str, max_points: float,
                  why: str, follow_up: int | None = None) -> CheckScore:
-    finding = wrong_answers.charge(check_id, DETECTORS[check_id](doc), flaws.wrong_answers)
+    found = DETECTORS[check_id](doc)
+    finding = wrong_answers.charge(check_id, found, flaws.wrong_answers)
     finding = contradictions.charge(check_id, finding, flaws.contradictions)
     trust = flaws.credibility
     if trust.applies_to(check_id) and finding.fraction:
-        finding = Finding(finding.fraction * trust.factor, finding.evidence, [trust.note()] + finding.missing)
+        # A check charged for a wrong answer or a contradiction pays once: its charge, or the discount the same answers
+        # bring on the design's other checks, whichever costs more, never both.
+        charged = finding is not found  # each charge returns a new Finding
+        fraction = min(finding.fraction, found.fraction * trust.factor) if charged else finding.fraction * trust.factor
+        if fraction < finding.fraction:
+            finding = Finding(fraction, finding.evidence, [trust.note()] + finding.missing)
     points = round(finding.fraction * max_points, 1)
     return CheckScore(check_id, title, points, max_points, finding.evidence,
                       finding.missing if points < max_points else [], why, follow_up)
