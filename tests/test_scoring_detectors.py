@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from d2kit.scoring.arithmetic import calculations, find_calculation
+from d2kit.scoring.arithmetic import calculations, find_calculation, quantities
 from d2kit.scoring.document import parse, split_items
 from d2kit.scoring.failures import failure_items
 from d2kit.scoring.practice import render_attempt_template
@@ -89,6 +89,16 @@ def test_conversions_are_checked_however_they_are_phrased():
     # Dividing a daily rate by the seconds in a day is the conversion itself, not a rate divided by a time.
     assert find_calculation("10M per day / 86,400 s = 116/s.")[1] is True
     assert find_calculation("10M per day / 86,400 s = 1,157/s.")[1] is False
+
+
+def test_a_rate_of_messages_times_their_size_is_a_byte_rate():
+    """"830 msg/s × 1 KB ≈ 0.8 MB/s" is right: "msg" is messages (not "ms" and a "g"), and a rate times a size is a
+    byte rate. Counted things abbreviated as practitioners write them are rates of those things."""
+    assert find_calculation("Kafka: 830 msg/s × 1 KB ≈ 0.8 MB/s.")[1] is True
+    assert find_calculation("Kafka: 830 msg/s × 1 KB ≈ 8 MB/s.")[1] is False
+    assert find_calculation("Peak: 8,300 exec/s × 2 KB ≈ 16.6 MB/s of payloads.")[1] is True
+    # a unit abbreviation is a unit only as a word: 500 users are not 500 microseconds
+    assert [q.noun for q in quantities("We expect 500 users and 40 msgs per run.")] == ["user", "msg"]
 
 
 def test_plain_words_for_a_rate_and_for_running_at_once_count_as_those_dimensions():

@@ -43,8 +43,9 @@ PINT_UNITS = {
     "ops": "1/second", "kbps": "kilobit/second", "mbps": "megabit/second", "gbps": "gigabit/second",
 }
 UNIT = re.compile(
-    r"^(?:%|x\b|×)|^[\s-]?(ns|µs|us|ms|secs?\b|seconds?|s\b|mins?\b|minutes?|hrs?\b|hours?|h\b|days?|d\b|weeks?|"
-    r"months?|years?|yr\b|bytes?|[KMGTP]i?B\b|B\b|qps|rps|tps|iops|ops\b|[KMG]bps)",
+    # "ms" is a unit only as a word: "830 msg/s" is messages, "500 users" users
+    r"^(?:%|x\b|×)|^[\s-]?((?:ns|µs|us|ms)\b|secs?\b|seconds?|s\b|mins?\b|minutes?|hrs?\b|hours?|h\b|days?|d\b|"
+    r"weeks?|months?|years?|yr\b|bytes?|[KMGTP]i?B\b|B\b|qps|rps|tps|iops|ops\b|[KMG]bps)",
     re.I,
 )
 COUNT_NOUN = (
@@ -53,7 +54,9 @@ COUNT_NOUN = (
     r"shards?|messages?|events?|writes?|reads?|inserts?|updates?|claims?|heartbeats?|leases?|items?|"
     r"users?|keys?|attempts?|instances?|machines?|servers?|pods?|threads?|processes|slots?|batch(?:es)?|"
     r"tasks?|dispatch(?:es)?|fires?|timers?|entries|entry|records?|pages?|calls?|pollers?|locks?|"
-    r"firings?|tokens?|hosts?|boxes|dead tuples|fire times|starts?|running"
+    r"firings?|tokens?|hosts?|boxes|dead tuples|fire times|starts?|running|"
+    # as practitioners abbreviate them: "830 msg/s", "8,300 exec/s", "100 req/s", "7,000 tx/s"
+    r"msgs?|reqs?|execs?|txs?|evts?"
 )
 NOUN_AFTER = re.compile(rf"^\s?([\w-]+\s)?({COUNT_NOUN})\b", re.I)
 RATE = re.compile(
