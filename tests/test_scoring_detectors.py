@@ -101,6 +101,17 @@ def test_a_rate_of_messages_times_their_size_is_a_byte_rate():
     assert [q.noun for q in quantities("We expect 500 users and 40 msgs per run.")] == ["user", "msg"]
 
 
+def test_a_rate_kept_for_a_retention_window_is_an_amount():
+    """"12.5 GB/day, so ~375 GB for 30 days", or "TTL at 30 days ≈ 360 GB" with the 12 GB/day stated before: a byte
+    rate over its retention window is what is stored, and a wrong total shows the right one."""
+    assert find_calculation("Run history: 25M runs/day × 500 B ≈ 12.5 GB/day, so ~375 GB for 30 days.")[1] is True
+    wrong = find_calculation("Run history: 25M runs/day × 500 B ≈ 12.5 GB/day, so ~3.75 TB for 30 days.")
+    assert wrong[1] is False and "375 GB" in wrong[2], wrong
+    doc = parse(_section(2, "History: 30M runs/day × 400 B ≈ 12 GB/day.\n\nTTL at 30 days ≈ 360 GB.\n\n"
+                            "Kept for 14 days ≈ 1.7 TB."))
+    assert [c.checks_out for c in calculations(doc)] == [True, True, False]
+
+
 def test_plain_words_for_a_rate_and_for_running_at_once_count_as_those_dimensions():
     doc = parse(_section(2, "50,000 runs a minute is about 830 a second.\n\n"
                             "At 20 s each, 830 a second × 20 s ≈ 16,600 jobs at the same time.\n\n"
