@@ -112,6 +112,13 @@ def test_a_rate_kept_for_a_retention_window_is_an_amount():
     assert [c.checks_out for c in calculations(doc)] == [True, True, False]
 
 
+def test_a_percentage_is_a_share():
+    """"20% × 830/s ≈ 166/s" is right and "≈ 16,600/s" wrong: a percentage is a hundredth of its number."""
+    assert find_calculation("Long jobs: 20% × 830/s ≈ 166/s.")[1] is True
+    assert find_calculation("Long jobs: 20% × 830/s ≈ 16,600/s.")[1] is False
+    assert find_calculation("Concurrent long runs: 0.2% × 830/s = 1.7/s, each for 1 h.")[1] is True
+
+
 def test_plain_words_for_a_rate_and_for_running_at_once_count_as_those_dimensions():
     doc = parse(_section(2, "50,000 runs a minute is about 830 a second.\n\n"
                             "At 20 s each, 830 a second × 20 s ≈ 16,600 jobs at the same time.\n\n"

@@ -177,6 +177,8 @@ def quantities(text: str) -> list[Quantity]:
         amount = registry.Quantity(value)
         unit = UNIT.match(tail)
         is_multiplier = bool(unit) and unit.group(1) is None and not tail.startswith("%")
+        if tail.startswith("%"):
+            amount = registry.Quantity(value / 100)  # "20% × 830/s ≈ 166/s": a share, not twenty of something
         if unit:
             has_unit = True
             word = (unit.group(1) or "").lower()
