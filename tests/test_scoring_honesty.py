@@ -184,6 +184,11 @@ def test_double_negation_still_credits_the_mechanism():
                "safe."),
     ("clocks", "Hosts sync to the same time source, so comparing timestamps between the planner and the worker is "
                "accurate enough."),
+    # The bound said of the skew, with chrony as NTP's daemon; the worker's clock writing the lease another node judges.
+    ("clocks", "All hosts run chrony against the same NTP servers, and the fleet shows skew well under 100 ms, so a "
+               "60-second lease leaves plenty of margin."),
+    ("clocks", "Each heartbeat rewrites lease_expires_at from the worker's clock, and the reaper re-queues any run "
+               "whose lease has passed."),
 ])
 def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_id: str, wrong: str):
     check = _check(_section(6, wrong), check_id)
@@ -337,6 +342,8 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
 
 
 @pytest.mark.parametrize("right", [
+    "Chrony keeps skew under 10 ms, but only the database's now() decides when a lease has expired.",
+    "The lease expiry is computed from the database's clock, never from the worker's clock.",
     "NTP keeps the clocks within about 100 ms, but we never compare clocks across nodes: only the database's now() "
     "decides expiry.",
     "Postgres is fine at 833/s, but at about 10,000 writes/s vacuum falls behind and the claim query contends.",
