@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from d2kit.scoring.arithmetic import calculations, find_calculation, quantities
+from d2kit.scoring.concepts import has_token
 from d2kit.scoring.document import parse, split_items
 from d2kit.scoring.failures import failure_items
 from d2kit.scoring.practice import render_attempt_template
@@ -262,6 +263,16 @@ def test_a_turn_number_is_a_fencing_number_for_a_cut_off_workers_containment():
     turn = _section(4, "Runs: run key, status, holder, turn number (goes up by one at each hand-out).")
     assert not failure_items(parse(partition))[0].complete
     assert failure_items(parse(turn + partition))[0].complete
+
+
+def test_a_number_that_goes_up_every_time_the_run_is_handed_out_is_a_fencing_number():
+    """The fencing token's textbook definition ("a number that increases every time the lock is granted") in plain
+    words; a tally that grows is not one."""
+    counter = _section(4, "Each run row records which worker holds it, until when the hold is valid, and a counter "
+                          "that goes up every time the run is handed out.")
+    tally = _section(4, "Each run row records which worker holds it, until when the hold is valid, and how many "
+                        "times it failed; the retry count is incremented on each failure.")
+    assert has_token(parse(counter)) and not has_token(parse(tally))
 
 
 def test_legs_must_be_in_the_same_failure():

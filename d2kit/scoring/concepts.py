@@ -89,6 +89,10 @@ FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token
                   # what only grows must be a number the store can compare, not a tally ("the worker count only grows")
                   rf"(\b{FENCE_NUMBER}|\bcounter|\bnumber|\bindex|\bid|_id)s?\b[^.;|]{{0,60}}\b(only|ever) (ever )?"
                   r"(grows|increases|goes up)",
+                  # the fencing token's textbook definition, "a number that increases every time the lock is granted":
+                  # "a counter that goes up every time the run is handed out"
+                  rf"(\b{FENCE_NUMBER}|\bcounter|\bnumber)s?\b[^.;|]{{0,60}}\b(grows|increases|goes up) (every|each) "
+                  r"time\b",
                   # a number the store compares for order, named as practitioners name one: an attempt, claim,
                   # ticket, sequence, generation or lease number (SQS's receive count, ZooKeeper's zxid). Not any
                   # '<noun> count': "the retry count is incremented" counts retries, it fences nothing.
