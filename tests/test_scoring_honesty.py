@@ -202,6 +202,12 @@ SOUND = (_section(7, "- **Worker dies.** Detection: its lease is not renewed for
          + _section(9, "- **A single leader**: a failover gap of one election timeout, and it still needs fencing.\n"
                        "- **Kafka as the queue**: no per-message lease, so a six-hour job pins its partition.\n"
                        "- **Redis sorted sets**: an acknowledged write can be lost on failover, so runs vanish."))
+SOUND_WITHOUT_TOKEN = (_section(7, "- **Worker dies.** Detection: its liveness probe fails for 30 s and the node is "
+                                    "marked dead. Containment: only that worker's runs are affected. Recovery: the "
+                                    "runs are re-queued for another worker.")
+                       + _section(9, "- **Kafka as the queue**: no per-message lease, so a six-hour job pins its "
+                                     "partition.\n- **Redis sorted sets**: an acknowledged write can be lost on "
+                                     "failover, so runs vanish."))
 WRONG_ON_THREE_QUESTIONS = _section(6, "We guarantee exactly-once execution end to end, so users do not need to make "
                                        "their jobs idempotent. The worker compares lease_expires_at with its own "
                                        "local wall clock. All three scheduler replicas fire every due job together.")
@@ -276,9 +282,11 @@ def test_a_lease_judged_across_clocks_also_loses_the_lease_half_of_follow_up_1()
     assert any(m.startswith("wrong answer") for m in spoiled.missing), spoiled.missing
 
 
-# Failures and rejections with no fencing token, so a wrong answer about the old copy is not excused by one.
-UNFENCED = (_section(7, "- **Worker dies.** Detection: its heartbeat is 30 s old by the database clock. Containment: "
-                        "only that worker's runs are affected. Recovery: the reaper re-queues them.")
+# Failures and rejections with no fencing token the store checks, so a wrong answer about the old copy is not excused
+# by one. The attempt number is there (nothing checks it): without any, the re-dispatch itself discounts the design.
+UNFENCED = (_section(4, "Each hand-out gives the run a new attempt number.")
+            + _section(7, "- **Worker dies.** Detection: its heartbeat is 30 s old by the database clock. Containment: "
+                          "only that worker's runs are affected. Recovery: the reaper re-queues them.")
             + _section(9, "- **Kafka as the queue**: no per-message lease, so a six-hour job pins its partition.\n"
                           "- **Redis sorted sets**: an acknowledged write can be lost on failover, so runs vanish."))
 
@@ -299,6 +307,27 @@ def test_the_first_criterions_no_hire_answers_alone_discount_the_design(slip: st
     before, after = _design_points(UNFENCED), _design_points(UNFENCED + _section(6, slip))
     for check_id in DESIGN_CHECKS:
         assert before[check_id] * 0.8 < after[check_id] < before[check_id], (slip, check_id, before, after)
+
+
+def test_leases_with_no_fencing_number_and_no_late_write_refused_discount_the_design():
+    """The first criterion's partial for its second hard part ("no token is checked anywhere"), which its senior no-hire
+    says as a re-dispatch "with no word about the copy still running": follow-up 1 already pays for the token it lacks,
+    and the rest of the design is believed a little less. Not with a fencing number, nor with the late writes of the
+    copy still running refused."""
+    leases = _section(6, "Each worker holds a 30 s lease on its run and renews it every 10 s; when the lease expires "
+                         "the reaper hands the run to another worker.")
+    numbered = _section(4, "Each hand-out gives the run a new attempt number.")
+    report = score_text(SOUND_WITHOUT_TOKEN + leases)
+    assert "fencing number" in report.credibility, report.credibility
+    before, after = _design_points(SOUND_WITHOUT_TOKEN), _design_points(SOUND_WITHOUT_TOKEN + leases)
+    for check_id in DESIGN_CHECKS:
+        assert before[check_id] * 0.8 < after[check_id] < before[check_id], (check_id, before, after)
+    lease_check = _check(SOUND_WITHOUT_TOKEN + leases, "lease_fencing")
+    assert not any(m.startswith("not credible") for m in lease_check.missing), lease_check.missing
+    refused = _section(6, "If the old worker comes back after the hand-out, its late result is rejected because the "
+                          "run is no longer marked as its own.")
+    for spared in (numbered, refused):
+        assert not score_text(SOUND_WITHOUT_TOKEN + leases + spared).credibility
 
 
 def test_exactly_once_promised_alone_discounts_the_design():

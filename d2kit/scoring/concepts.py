@@ -386,6 +386,26 @@ def has_token(doc: Document) -> bool:
     return bool(component(units, ANY_TOKEN, "").fraction)
 
 
+# The copy still running when its job is handed out again, and its late writes refused: what the rubric's no-hire
+# answer ("re-dispatches on a timeout with no word about the copy still running") never does, in any words.
+OLD_COPY = pattern(r"\bstill (running|finish)", r"\bkeeps? running\b",
+                   r"\b(old|first|original|previous|stale|zombie|partitioned|paused|earlier|abandoned) (copy|worker|"
+                   r"attempt|run|execution|holder)\b", r"\bzombie", r"\bcomes? back\b", r"\breconnects?\b",
+                   r"\bpartition heals\b", r"\blate (result|write|completion|report|ack)s?\b",
+                   r"\b(from|of) that worker\b")
+REFUSED = pattern(r"\breject", r"\brefus", r"\bignor", r"\bdiscard", r"\bnot accepted\b", r"\bthrown away\b")
+
+
+def unfenced_redispatch(doc: Document) -> bool:
+    """Workers hold leases that expire, nothing in the design is a fencing number, and nothing refuses the late writes
+    of the copy still running: the first criterion's partial for its second hard part ("no token is checked
+    anywhere"), which its no-hire answer says as a re-dispatch "with no word about the copy still running"."""
+    if not lease_fencing(doc).fraction or has_token(doc):
+        return False
+    return not any(OLD_COPY.search(sentence) and REFUSED.search(sentence)
+                   for unit in _designed(doc) for _, sentence in unit.statements())
+
+
 def store_checks_token(doc: Document) -> bool:
     """Someone other than its holder checks a fencing number: a lock or a kill on top of that is an extra."""
     return bool(component(_designed(doc), FENCING, "", also=FENCE_CHECK, unless=NOT_THE_STORES_CHECK).fraction)

@@ -33,6 +33,9 @@ DISCOUNT_PER_QUESTION = 0.25
 FLOOR = 0.25
 PROMISE_ALONE = 0.8  # what the design's checks keep when the exactly-once promise is the only wrong answer
 HARD_PART_ALONE = 0.9  # ... when it is another of the first criterion's no-hire answers (a lease across clocks, ...)
+# The criterion's partial for its second hard part, with nothing else wrong: leases, and no token anywhere.
+UNFENCED = ("workers hold leases but nothing in the design is a fencing number, so a re-dispatched job's old copy "
+            "keeps running and writing")
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class Credibility:
     questions: tuple[str, ...]  # the questions answered wrongly or contradicted, sorted
     alone: float = 1.0  # what the design's checks keep if that is the only question: its costliest wrong answer's
     alone_answer: str = ""  # that wrong answer, for the note
+    own_check: str = ""  # the check that already pays for an absence (not discounted for it again)
 
     @property
     def answered_alone(self) -> bool:
@@ -53,7 +57,7 @@ class Credibility:
         return max(FLOOR, 1 - DISCOUNT_PER_QUESTION * max(0, len(self.questions) - 1))
 
     def applies_to(self, check_id: str) -> bool:
-        return self.factor < 1 and check_id not in NOT_DISCOUNTED
+        return self.factor < 1 and check_id not in NOT_DISCOUNTED and check_id != self.own_check
 
     def note(self) -> str:
         if self.answered_alone:

@@ -57,13 +57,17 @@ class Flaws:
     """What the attempt gets wrong, found once and charged to the checks it spoils."""
     wrong_answers: list[wrong_answers.Charge]
     contradictions: list[contradictions.Contradiction]
+    unfenced: bool = False  # leases, no fencing number, no late write refused (concepts.unfenced_redispatch)
 
     @property
     def credibility(self) -> credibility.Credibility:
         costliest = min((c.wrong for c in self.wrong_answers), key=lambda w: w.alone, default=None)
-        return credibility.assess([c.wrong.check for c in self.wrong_answers]
-                                  + [c.mechanism.check for c in self.contradictions],
-                                  (costliest.alone, costliest.name) if costliest else (1.0, ""))
+        flawed = [c.wrong.check for c in self.wrong_answers] + [c.mechanism.check for c in self.contradictions]
+        if not flawed and self.unfenced:
+            # follow-up 1 already pays for the token it lacks; the rest of the design is believed less
+            return credibility.Credibility(("lease_fencing",), credibility.HARD_PART_ALONE, credibility.UNFENCED,
+                                           own_check="lease_fencing")
+        return credibility.assess(flawed, (costliest.alone, costliest.name) if costliest else (1.0, ""))
 
 
 @dataclass
@@ -179,7 +183,8 @@ def score_text(text: str, *, attempt: str = "<text>",
     kit_texts = pasted.originals(not_copied_from)
     own_text, copied = redaction.remove_sentences(text, kit_texts.is_copied)
     doc = parse(own_text)
-    flaws = Flaws(wrong_answers.charges(doc), contradictions.find(doc))
+    flaws = Flaws(wrong_answers.charges(doc), contradictions.find(doc),
+                  concepts.unfenced_redispatch(doc))
     # A wrong answer costs its check's points and earns nothing anywhere else.
     own_text = redaction.remove_sentences(own_text, lambda s: any(c.covers(s) for c in flaws.wrong_answers))[0]
     doc = parse(own_text)
