@@ -18,7 +18,10 @@ re-dispatch that lets the old copy's late write land (each undoes the hard part 
 lease and the split brain it causes); an old leader trusted to stop itself when its session or lease ends (a paused
 process cannot fence itself, so its dispatches land; "Nineteenth change"); and missed runs skipped with no record,
 which breaks the one thing the prompt asks of the design ("we care a lot about not silently dropping one") and
-decides the catch-up for the user.
+decides the catch-up for the user. With nothing charged, workers' leases with no fencing number anywhere and no late
+write of the old copy refused cost the same tenth (``UNFENCED``, "Twentieth change"): the criterion's partial for its
+second hard part, "no token is checked anywhere"; follow-up 1, which already pays for the missing token, is not
+discounted for it (``Credibility.own_check``).
 """
 
 from __future__ import annotations
