@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from d2kit.scoring.arithmetic import calculations, find_calculation
+from d2kit.scoring.arithmetic import calculations, find_calculation, quantities
+from d2kit.scoring.concepts import has_token
 from d2kit.scoring.document import parse, split_items
 from d2kit.scoring.failures import failure_items
 from d2kit.scoring.practice import render_attempt_template
@@ -89,6 +90,34 @@ def test_conversions_are_checked_however_they_are_phrased():
     # Dividing a daily rate by the seconds in a day is the conversion itself, not a rate divided by a time.
     assert find_calculation("10M per day / 86,400 s = 116/s.")[1] is True
     assert find_calculation("10M per day / 86,400 s = 1,157/s.")[1] is False
+
+
+def test_a_rate_of_messages_times_their_size_is_a_byte_rate():
+    """"830 msg/s × 1 KB ≈ 0.8 MB/s" is right: "msg" is messages (not "ms" and a "g"), and a rate times a size is a
+    byte rate. Counted things abbreviated as practitioners write them are rates of those things."""
+    assert find_calculation("Kafka: 830 msg/s × 1 KB ≈ 0.8 MB/s.")[1] is True
+    assert find_calculation("Kafka: 830 msg/s × 1 KB ≈ 8 MB/s.")[1] is False
+    assert find_calculation("Peak: 8,300 exec/s × 2 KB ≈ 16.6 MB/s of payloads.")[1] is True
+    # a unit abbreviation is a unit only as a word: 500 users are not 500 microseconds
+    assert [q.noun for q in quantities("We expect 500 users and 40 msgs per run.")] == ["user", "msg"]
+
+
+def test_a_rate_kept_for_a_retention_window_is_an_amount():
+    """"12.5 GB/day, so ~375 GB for 30 days", or "TTL at 30 days ≈ 360 GB" with the 12 GB/day stated before: a byte
+    rate over its retention window is what is stored, and a wrong total shows the right one."""
+    assert find_calculation("Run history: 25M runs/day × 500 B ≈ 12.5 GB/day, so ~375 GB for 30 days.")[1] is True
+    wrong = find_calculation("Run history: 25M runs/day × 500 B ≈ 12.5 GB/day, so ~3.75 TB for 30 days.")
+    assert wrong[1] is False and "375 GB" in wrong[2], wrong
+    doc = parse(_section(2, "History: 30M runs/day × 400 B ≈ 12 GB/day.\n\nTTL at 30 days ≈ 360 GB.\n\n"
+                            "Kept for 14 days ≈ 1.7 TB."))
+    assert [c.checks_out for c in calculations(doc)] == [True, True, False]
+
+
+def test_a_percentage_is_a_share():
+    """"20% × 830/s ≈ 166/s" is right and "≈ 16,600/s" wrong: a percentage is a hundredth of its number."""
+    assert find_calculation("Long jobs: 20% × 830/s ≈ 166/s.")[1] is True
+    assert find_calculation("Long jobs: 20% × 830/s ≈ 16,600/s.")[1] is False
+    assert find_calculation("Concurrent long runs: 0.2% × 830/s = 1.7/s, each for 1 h.")[1] is True
 
 
 def test_plain_words_for_a_rate_and_for_running_at_once_count_as_those_dimensions():
@@ -206,6 +235,25 @@ def test_terse_labels_on_one_line_name_the_legs():
     assert len(items) == 1 and items[0].complete, [item.legs for item in items]
 
 
+@pytest.mark.parametrize("bullet", ["", "- "])
+def test_one_leg_per_line_with_the_failure_named_on_each_is_one_failure(bullet: str):
+    """"Worker crash, detection: ..." then "Worker crash, containment: ...": the legs of one failure, one per line, its
+    name said again on each (or shortened), are that failure's legs, as they are under one bullet."""
+    lines = ["Worker crash, detection: the reaper sees its lease expire 30 s after the last renewal.",
+             "Worker crash, containment: only that worker's runs are affected; its tenant slot is released.",
+             "Worker crash, recovery: the run goes back to ready and another worker claims it.",
+             "Database primary failure (10 min) — detected: the health check fails for 10 s.",
+             "Database primary failure — contained: claims fail while it is down, so nothing is half written.",
+             "Database primary failure — recovered: the standby is promoted and the workers reconnect to it."]
+    items = failure_items(parse(_section(7, "\n".join(bullet + line for line in lines))))
+    assert [item.complete for item in items] == [True, True], [(item.title, item.legs) for item in items]
+    # different failures, one leg each, stay apart
+    scattered = [lines[0], "Scheduler crash, containment: its transaction rolls back and nothing is half written.",
+                 "Store failure, recovery: the standby is promoted and the workers reconnect to it."]
+    items = failure_items(parse(_section(7, "\n".join(bullet + line for line in scattered))))
+    assert [len(item.legs) for item in items] == [1, 1, 1], [(item.title, item.legs) for item in items]
+
+
 def test_a_turn_number_is_a_fencing_number_for_a_cut_off_workers_containment():
     """A partitioned worker's containment needs a fencing number somewhere in the design; plain write-ups call it a
     turn number as others call it a ticket or generation number."""
@@ -215,6 +263,16 @@ def test_a_turn_number_is_a_fencing_number_for_a_cut_off_workers_containment():
     turn = _section(4, "Runs: run key, status, holder, turn number (goes up by one at each hand-out).")
     assert not failure_items(parse(partition))[0].complete
     assert failure_items(parse(turn + partition))[0].complete
+
+
+def test_a_number_that_goes_up_every_time_the_run_is_handed_out_is_a_fencing_number():
+    """The fencing token's textbook definition ("a number that increases every time the lock is granted") in plain
+    words; a tally that grows is not one."""
+    counter = _section(4, "Each run row records which worker holds it, until when the hold is valid, and a counter "
+                          "that goes up every time the run is handed out.")
+    tally = _section(4, "Each run row records which worker holds it, until when the hold is valid, and how many "
+                        "times it failed; the retry count is incremented on each failure.")
+    assert has_token(parse(counter)) and not has_token(parse(tally))
 
 
 def test_legs_must_be_in_the_same_failure():

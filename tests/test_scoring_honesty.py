@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from d2kit.scoring import credibility
 from d2kit.scoring.arithmetic import calculations
 from d2kit.scoring.concepts import FENCING
 from d2kit.scoring.document import parse
@@ -18,6 +19,7 @@ from d2kit.scoring.failures import failure_items
 from d2kit.scoring.prose import is_name_drop
 from d2kit.scoring.rubric import load_design_rubric
 from d2kit.scoring.scorer import score_text
+from d2kit.scoring.wrong_answers import WRONG_ANSWERS
 
 
 def _check(text: str, check_id: str):
@@ -182,6 +184,11 @@ def test_double_negation_still_credits_the_mechanism():
                "safe."),
     ("clocks", "Hosts sync to the same time source, so comparing timestamps between the planner and the worker is "
                "accurate enough."),
+    # The bound said of the skew, with chrony as NTP's daemon; the worker's clock writing the lease another node judges.
+    ("clocks", "All hosts run chrony against the same NTP servers, and the fleet shows skew well under 100 ms, so a "
+               "60-second lease leaves plenty of margin."),
+    ("clocks", "Each heartbeat rewrites lease_expires_at from the worker's clock, and the reaper re-queues any run "
+               "whose lease has passed."),
 ])
 def test_the_answer_keys_common_wrong_answers_cost_points_with_the_quote(check_id: str, wrong: str):
     check = _check(_section(6, wrong), check_id)
@@ -195,6 +202,12 @@ SOUND = (_section(7, "- **Worker dies.** Detection: its lease is not renewed for
          + _section(9, "- **A single leader**: a failover gap of one election timeout, and it still needs fencing.\n"
                        "- **Kafka as the queue**: no per-message lease, so a six-hour job pins its partition.\n"
                        "- **Redis sorted sets**: an acknowledged write can be lost on failover, so runs vanish."))
+SOUND_WITHOUT_TOKEN = (_section(7, "- **Worker dies.** Detection: its liveness probe fails for 30 s and the node is "
+                                    "marked dead. Containment: only that worker's runs are affected. Recovery: the "
+                                    "runs are re-queued for another worker.")
+                       + _section(9, "- **Kafka as the queue**: no per-message lease, so a six-hour job pins its "
+                                     "partition.\n- **Redis sorted sets**: an acknowledged write can be lost on "
+                                     "failover, so runs vanish."))
 WRONG_ON_THREE_QUESTIONS = _section(6, "We guarantee exactly-once execution end to end, so users do not need to make "
                                        "their jobs idempotent. The worker compares lease_expires_at with its own "
                                        "local wall clock. All three scheduler replicas fire every due job together.")
@@ -216,6 +229,24 @@ def test_wrong_answers_on_several_questions_discount_the_rest_of_the_design():
         assert after.points <= before.points * 0.6, (check_id, before.points, after.points)
         assert any(m.startswith("not credible") for m in after.missing)
     assert "3 different questions" in incoherent.credibility and not sound.credibility
+
+
+def test_a_check_charged_for_a_wrong_answer_pays_once():
+    """The promise is charged where the rubric charges it (delivery semantics, follow-up 5's promise) and discounts
+    the design's other checks; a check it is charged to keeps its charge, not the charge and the discount too."""
+    proof = _section(5, "Every attempt is a row in the execution table with its terminal state. Dispatched is not "
+                        "the same as completed: a run is done only when the worker's completion is written.")
+    promise = _section(6, "We guarantee exactly-once execution end to end, so users do not need to make their jobs "
+                          "idempotent.")
+    honest, promised = _check(SOUND + proof, "proof_of_execution"), _check(SOUND + proof + promise,
+                                                                           "proof_of_execution")
+    cap = next(w.cap for w in WRONG_ANSWERS if w.check == "proof_of_execution" and w.alone < 1)
+    assert honest.points * credibility.PROMISE_ALONE > honest.max_points * cap  # the charge costs more here
+    assert any("exactly-once promised" in m for m in promised.missing), promised.missing
+    assert not any(m.startswith("not credible") for m in promised.missing), promised.missing
+    assert promised.points == round(promised.max_points * cap, 1), (honest.points, promised.points)
+    # the design's other checks are still discounted
+    assert any(m.startswith("not credible") for m in _check(SOUND + proof + promise, "rejections").missing)
 
 
 def test_one_wrong_answer_costs_only_its_own_check():
@@ -251,9 +282,11 @@ def test_a_lease_judged_across_clocks_also_loses_the_lease_half_of_follow_up_1()
     assert any(m.startswith("wrong answer") for m in spoiled.missing), spoiled.missing
 
 
-# Failures and rejections with no fencing token, so a wrong answer about the old copy is not excused by one.
-UNFENCED = (_section(7, "- **Worker dies.** Detection: its heartbeat is 30 s old by the database clock. Containment: "
-                        "only that worker's runs are affected. Recovery: the reaper re-queues them.")
+# Failures and rejections with no fencing token the store checks, so a wrong answer about the old copy is not excused
+# by one. The attempt number is there (nothing checks it): without any, the re-dispatch itself discounts the design.
+UNFENCED = (_section(4, "Each hand-out gives the run a new attempt number.")
+            + _section(7, "- **Worker dies.** Detection: its heartbeat is 30 s old by the database clock. Containment: "
+                          "only that worker's runs are affected. Recovery: the reaper re-queues them.")
             + _section(9, "- **Kafka as the queue**: no per-message lease, so a six-hour job pins its partition.\n"
                           "- **Redis sorted sets**: an acknowledged write can be lost on failover, so runs vanish."))
 
@@ -276,6 +309,27 @@ def test_the_first_criterions_no_hire_answers_alone_discount_the_design(slip: st
         assert before[check_id] * 0.8 < after[check_id] < before[check_id], (slip, check_id, before, after)
 
 
+def test_leases_with_no_fencing_number_and_no_late_write_refused_discount_the_design():
+    """The first criterion's partial for its second hard part ("no token is checked anywhere"), which its senior no-hire
+    says as a re-dispatch "with no word about the copy still running": follow-up 1 already pays for the token it lacks,
+    and the rest of the design is believed a little less. Not with a fencing number, nor with the late writes of the
+    copy still running refused."""
+    leases = _section(6, "Each worker holds a 30 s lease on its run and renews it every 10 s; when the lease expires "
+                         "the reaper hands the run to another worker.")
+    numbered = _section(4, "Each hand-out gives the run a new attempt number.")
+    report = score_text(SOUND_WITHOUT_TOKEN + leases)
+    assert "fencing number" in report.credibility, report.credibility
+    before, after = _design_points(SOUND_WITHOUT_TOKEN), _design_points(SOUND_WITHOUT_TOKEN + leases)
+    for check_id in DESIGN_CHECKS:
+        assert before[check_id] * 0.8 < after[check_id] < before[check_id], (check_id, before, after)
+    lease_check = _check(SOUND_WITHOUT_TOKEN + leases, "lease_fencing")
+    assert not any(m.startswith("not credible") for m in lease_check.missing), lease_check.missing
+    refused = _section(6, "If the old worker comes back after the hand-out, its late result is rejected because the "
+                          "run is no longer marked as its own.")
+    for spared in (numbered, refused):
+        assert not score_text(SOUND_WITHOUT_TOKEN + leases + spared).credibility
+
+
 def test_exactly_once_promised_alone_discounts_the_design():
     """The rubric's no-hire answer is not a slip: a design that promises exactly-once never asked what a second copy
     does, so its failure legs and rejections are believed less, though by less than wrong answers on two questions."""
@@ -295,6 +349,9 @@ def test_exactly_once_promised_alone_discounts_the_design():
     "loop.",
     "Only the leader dispatches. Because the new leader only starts after the old leader's etcd lease has expired, "
     "there is never a moment with two leaders.",
+    # its keepalive failing is the old leader noticing, not its writes refused (LEADER_FENCED's failed write)
+    "Only the leader dispatches. The old leader steps down when its own lease ends: its keepalive fails, and it stops "
+    "the wheel.",
 ])
 def test_an_old_leader_trusted_to_stop_itself_is_the_wrong_answer(trusted: str):
     """A paused process cannot fence itself (the criterion's hire signal): an old leader guarded only by its own session
@@ -314,6 +371,8 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
 
 
 @pytest.mark.parametrize("right", [
+    "Chrony keeps skew under 10 ms, but only the database's now() decides when a lease has expired.",
+    "The lease expiry is computed from the database's clock, never from the worker's clock.",
     "NTP keeps the clocks within about 100 ms, but we never compare clocks across nodes: only the database's now() "
     "decides expiry.",
     "Postgres is fine at 833/s, but at about 10,000 writes/s vacuum falls behind and the claim query contends.",

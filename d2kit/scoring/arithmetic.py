@@ -43,8 +43,9 @@ PINT_UNITS = {
     "ops": "1/second", "kbps": "kilobit/second", "mbps": "megabit/second", "gbps": "gigabit/second",
 }
 UNIT = re.compile(
-    r"^(?:%|x\b|×)|^[\s-]?(ns|µs|us|ms|secs?\b|seconds?|s\b|mins?\b|minutes?|hrs?\b|hours?|h\b|days?|d\b|weeks?|"
-    r"months?|years?|yr\b|bytes?|[KMGTP]i?B\b|B\b|qps|rps|tps|iops|ops\b|[KMG]bps)",
+    # "ms" is a unit only as a word: "830 msg/s" is messages, "500 users" users
+    r"^(?:%|x\b|×)|^[\s-]?((?:ns|µs|us|ms)\b|secs?\b|seconds?|s\b|mins?\b|minutes?|hrs?\b|hours?|h\b|days?|d\b|"
+    r"weeks?|months?|years?|yr\b|bytes?|[KMGTP]i?B\b|B\b|qps|rps|tps|iops|ops\b|[KMG]bps)",
     re.I,
 )
 COUNT_NOUN = (
@@ -53,7 +54,9 @@ COUNT_NOUN = (
     r"shards?|messages?|events?|writes?|reads?|inserts?|updates?|claims?|heartbeats?|leases?|items?|"
     r"users?|keys?|attempts?|instances?|machines?|servers?|pods?|threads?|processes|slots?|batch(?:es)?|"
     r"tasks?|dispatch(?:es)?|fires?|timers?|entries|entry|records?|pages?|calls?|pollers?|locks?|"
-    r"firings?|tokens?|hosts?|boxes|dead tuples|fire times|starts?|running"
+    r"firings?|tokens?|hosts?|boxes|dead tuples|fire times|starts?|running|"
+    # as practitioners abbreviate them: "830 msg/s", "8,300 exec/s", "100 req/s", "7,000 tx/s"
+    r"msgs?|reqs?|execs?|txs?|evts?"
 )
 NOUN_AFTER = re.compile(rf"^\s?([\w-]+\s)?({COUNT_NOUN})\b", re.I)
 RATE = re.compile(
@@ -174,6 +177,8 @@ def quantities(text: str) -> list[Quantity]:
         amount = registry.Quantity(value)
         unit = UNIT.match(tail)
         is_multiplier = bool(unit) and unit.group(1) is None and not tail.startswith("%")
+        if tail.startswith("%"):
+            amount = registry.Quantity(value / 100)  # "20% × 830/s ≈ 166/s": a share, not twenty of something
         if unit:
             has_unit = True
             word = (unit.group(1) or "").lower()
@@ -354,6 +359,7 @@ def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts:
         through_correction = ""  # counts of different things ("plain-write equivalents") do not contradict
     comparable = [left for left in reversed(lefts) if _comparable(text, qs, left, target)]
     direct = bool(comparable) and comparable[0] == nearest
+    kept = _kept_for_a_window(qs, nearest, run, value, target, rates)
     holds = (
         (direct and _close(value.to(target.units).magnitude, target.magnitude))
         or _converted_by_hand(qs, nearest, target, value)
@@ -368,6 +374,7 @@ def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts:
         or _rate_left_implicit(qs, nearest, value, target, rates)
         or _per_window(qs, nearest, value, target)
         or _period_divided_out(text, qs, nearest, value, target)
+        or any(_close(amount.to(target.units).magnitude, target.magnitude) for amount in kept)
     )
     if comparable and not direct and not _is_bytes(target) and not target.dimensionless:  # contradicted further back
         far = _expression(text, qs, *comparable[0])
@@ -375,6 +382,8 @@ def _judge(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], lefts:
             return _correction(text, qs, comparable[0], right, f"should be about {_show(far, target.units)}"), False
     if holds:
         return "", True
+    if kept and not direct:
+        return _correction(text, qs, nearest, right, f"should be about {_show(kept[0], target.units)}"), False
     if direct:
         return _correction(text, qs, nearest, right, f"should be about {_show(value, target.units)}"), False
     unread = re.search(r"\d", text[qs[nearest[1]].end:right.start])  # "× 1 renewal/10 s": a step not parsed
@@ -413,7 +422,7 @@ def _rate_left_implicit(qs: list[Quantity], run: tuple[int, int], value: pint.Qu
         if not bare.dimensionless:
             continue
         for rate in rates:
-            if rate.magnitude == bare.magnitude != 0:
+            if rate.magnitude == bare.magnitude != 0 and (rate * units().Quantity(1, "second")).dimensionless:
                 with_rate = value * (rate / bare)
                 if with_rate.dimensionality == target.dimensionality and \
                         _close(with_rate.to(target.units).magnitude, target.magnitude):
@@ -451,10 +460,27 @@ def _period_divided_out(text: str, qs: list[Quantity], run: tuple[int, int], val
     return False
 
 
+def _duration(amount: pint.Quantity) -> bool:
+    return amount.dimensionality == units().Quantity(1, "second").dimensionality
+
+
+def _kept_for_a_window(qs: list[Quantity], run: tuple[int, int], result: tuple[int, int], value: pint.Quantity,
+                       target: pint.Quantity, rates: frozenset[pint.Quantity]) -> list[pint.Quantity]:
+    """What a rate kept for a retention window amounts to, in ``target``'s dimension: "29 GB/day → ~870 GB for 30
+    days" (the window right after the result), or "TTL at 30 days ≈ 360 GB" where the document states its 12 GB/day
+    (the window is the input)."""
+    after = result[1] + 1
+    kept = [value * qs[after].amount] if after < len(qs) and _duration(qs[after].amount) else []
+    if run[0] == run[1] and _duration(value):
+        kept += [rate * value for rate in rates if _is_bytes(rate * value)]
+    return [amount for amount in kept if amount.dimensionality == target.dimensionality]
+
+
 def stated_rates(texts: list[str]) -> frozenset[pint.Quantity]:
-    """Every rate written in ``texts`` ("72M rows/day", "50k/min"), as written."""
+    """Every rate written in ``texts``, of things or of bytes ("72M rows/day", "50k/min", "12 GB/day"), as written."""
+    second = units().Quantity(1, "second")
     return frozenset(q.amount for text in texts for q in quantities(text)
-                     if q.amount.dimensionality == (1 / units().Quantity(1, "second")).dimensionality)
+                     if (q.amount * second).dimensionless or _is_bytes(q.amount * second))
 
 
 def _sum_of_earlier(text: str, qs: list[Quantity], earlier: list[tuple[int, int]], target: pint.Quantity) -> bool:

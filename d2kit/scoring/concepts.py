@@ -89,6 +89,10 @@ FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token
                   # what only grows must be a number the store can compare, not a tally ("the worker count only grows")
                   rf"(\b{FENCE_NUMBER}|\bcounter|\bnumber|\bindex|\bid|_id)s?\b[^.;|]{{0,60}}\b(only|ever) (ever )?"
                   r"(grows|increases|goes up)",
+                  # the fencing token's textbook definition, "a number that increases every time the lock is granted":
+                  # "a counter that goes up every time the run is handed out"
+                  rf"(\b{FENCE_NUMBER}|\bcounter|\bnumber)s?\b[^.;|]{{0,60}}\b(grows|increases|goes up) (every|each) "
+                  r"time\b",
                   # a number the store compares for order, named as practitioners name one: an attempt, claim,
                   # ticket, sequence, generation or lease number (SQS's receive count, ZooKeeper's zxid). Not any
                   # '<noun> count': "the retry count is incremented" counts retries, it fences nothing.
@@ -380,6 +384,26 @@ def has_token(doc: Document) -> bool:
     """The design has a fencing number of some kind (epoch, generation, ticket, token), not denied."""
     units = _unless_denied(doc, "fencing tokens", _designed(doc))[0]
     return bool(component(units, ANY_TOKEN, "").fraction)
+
+
+# The copy still running when its job is handed out again, and its late writes refused: what the rubric's no-hire
+# answer ("re-dispatches on a timeout with no word about the copy still running") never does, in any words.
+OLD_COPY = pattern(r"\bstill (running|finish)", r"\bkeeps? running\b",
+                   r"\b(old|first|original|previous|stale|zombie|partitioned|paused|earlier|abandoned) (copy|worker|"
+                   r"attempt|run|execution|holder)\b", r"\bzombie", r"\bcomes? back\b", r"\breconnects?\b",
+                   r"\bpartition heals\b", r"\blate (result|write|completion|report|ack)s?\b",
+                   r"\b(from|of) that worker\b")
+REFUSED = pattern(r"\breject", r"\brefus", r"\bignor", r"\bdiscard", r"\bnot accepted\b", r"\bthrown away\b")
+
+
+def unfenced_redispatch(doc: Document) -> bool:
+    """Workers hold leases that expire, nothing in the design is a fencing number, and nothing refuses the late writes
+    of the copy still running: the first criterion's partial for its second hard part ("no token is checked
+    anywhere"), which its no-hire answer says as a re-dispatch "with no word about the copy still running"."""
+    if not lease_fencing(doc).fraction or has_token(doc):
+        return False
+    return not any(OLD_COPY.search(sentence) and REFUSED.search(sentence)
+                   for unit in _designed(doc) for _, sentence in unit.statements())
 
 
 def store_checks_token(doc: Document) -> bool:

@@ -18,7 +18,10 @@ re-dispatch that lets the old copy's late write land (each undoes the hard part 
 lease and the split brain it causes); an old leader trusted to stop itself when its session or lease ends (a paused
 process cannot fence itself, so its dispatches land; "Nineteenth change"); and missed runs skipped with no record,
 which breaks the one thing the prompt asks of the design ("we care a lot about not silently dropping one") and
-decides the catch-up for the user.
+decides the catch-up for the user. With nothing charged, workers' leases with no fencing number anywhere and no late
+write of the old copy refused cost the same tenth (``UNFENCED``, "Twentieth change"): the criterion's partial for its
+second hard part, "no token is checked anywhere"; follow-up 1, which already pays for the missing token, is not
+discounted for it (``Credibility.own_check``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ DISCOUNT_PER_QUESTION = 0.25
 FLOOR = 0.25
 PROMISE_ALONE = 0.8  # what the design's checks keep when the exactly-once promise is the only wrong answer
 HARD_PART_ALONE = 0.9  # ... when it is another of the first criterion's no-hire answers (a lease across clocks, ...)
+# The criterion's partial for its second hard part, with nothing else wrong: leases, and no token anywhere.
+UNFENCED = ("workers hold leases but nothing in the design is a fencing number, so a re-dispatched job's old copy "
+            "keeps running and writing")
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,7 @@ class Credibility:
     questions: tuple[str, ...]  # the questions answered wrongly or contradicted, sorted
     alone: float = 1.0  # what the design's checks keep if that is the only question: its costliest wrong answer's
     alone_answer: str = ""  # that wrong answer, for the note
+    own_check: str = ""  # the check that already pays for an absence (not discounted for it again)
 
     @property
     def answered_alone(self) -> bool:
@@ -53,7 +60,7 @@ class Credibility:
         return max(FLOOR, 1 - DISCOUNT_PER_QUESTION * max(0, len(self.questions) - 1))
 
     def applies_to(self, check_id: str) -> bool:
-        return self.factor < 1 and check_id not in NOT_DISCOUNTED
+        return self.factor < 1 and check_id not in NOT_DISCOUNTED and check_id != self.own_check
 
     def note(self) -> str:
         if self.answered_alone:

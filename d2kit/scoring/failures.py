@@ -227,8 +227,37 @@ def _opens_a_failure(sentence: str) -> bool:
 UNFENCED_WORKER = re.compile(rf"\b{WORKER}s?\b|\bzombie", re.I)
 
 
+# "Worker crash, detection: ...", then "Worker crash, containment: ..." on the next line: one failure written one leg
+# per line with its name said again on each (h20-12, h20-05). The lines are one failure, as the same legs under one
+# bullet are.
+NAMED_LEG = re.compile(r"^\W*(?P<name>[^,:;.—–|()]{3,60}?(?:\s*\([^()]{0,60}\))?)\s*(?:,|\s[—–-])\s*"
+                       r"(?P<leg>detect(?:ed|ion|s)?|contain(?:ed|ment|s)?|recover(?:ed|y|s)?)\b\W{0,3}[:—–-]", re.I)
+
+
+def _same_failure(name: str, other: str) -> bool:
+    """One name is the other's first words: "Worker partitioned" and "Worker partitioned while running"."""
+    first, second = sorted((name.lower().split(), other.lower().split()), key=len)
+    return second[:len(first)] == first
+
+
+def _join_named_legs(items: list[Item]) -> list[Item]:
+    joined: list[Item] = []
+    name, legs = "", set()  # the failure the item before named, and the legs it has labelled so far
+    for item in items:
+        named = NAMED_LEG.match(item.text)
+        leg = _leg_of(named.group("leg")) if named else ""
+        if named and joined and name and _same_failure(name, named.group("name")) and leg not in legs:
+            joined[-1] = Item(title=name, units=joined[-1].units + item.units)
+            legs.add(leg)
+            continue
+        joined.append(item)
+        name, legs = (named.group("name").strip(), {leg}) if named else ("", set())
+    return joined
+
+
 def failure_items(doc: Document) -> list[FailureItem]:
-    items = [_analyse(one) for item in split_items(doc.sections.get(7)) for one in one_per_lead(item, _opens_a_failure)]
+    items = [_analyse(one) for item in _join_named_legs(split_items(doc.sections.get(7)))
+             for one in one_per_lead(item, _opens_a_failure)]
     if items and not has_token(doc):
         # Re-dispatch with no token anywhere contains nothing: the old copy keeps running and writing.
         for item in items:

@@ -57,13 +57,17 @@ class Flaws:
     """What the attempt gets wrong, found once and charged to the checks it spoils."""
     wrong_answers: list[wrong_answers.Charge]
     contradictions: list[contradictions.Contradiction]
+    unfenced: bool = False  # leases, no fencing number, no late write refused (concepts.unfenced_redispatch)
 
     @property
     def credibility(self) -> credibility.Credibility:
         costliest = min((c.wrong for c in self.wrong_answers), key=lambda w: w.alone, default=None)
-        return credibility.assess([c.wrong.check for c in self.wrong_answers]
-                                  + [c.mechanism.check for c in self.contradictions],
-                                  (costliest.alone, costliest.name) if costliest else (1.0, ""))
+        flawed = [c.wrong.check for c in self.wrong_answers] + [c.mechanism.check for c in self.contradictions]
+        if not flawed and self.unfenced:
+            # follow-up 1 already pays for the token it lacks; the rest of the design is believed less
+            return credibility.Credibility(("lease_fencing",), credibility.HARD_PART_ALONE, credibility.UNFENCED,
+                                           own_check="lease_fencing")
+        return credibility.assess(flawed, (costliest.alone, costliest.name) if costliest else (1.0, ""))
 
 
 @dataclass
@@ -156,11 +160,17 @@ def _check_dict(check: CheckScore) -> dict:
 
 def _score_check(doc: Document, flaws: Flaws, check_id: str, title: str, max_points: float,
                  why: str, follow_up: int | None = None) -> CheckScore:
-    finding = wrong_answers.charge(check_id, DETECTORS[check_id](doc), flaws.wrong_answers)
+    found = DETECTORS[check_id](doc)
+    finding = wrong_answers.charge(check_id, found, flaws.wrong_answers)
     finding = contradictions.charge(check_id, finding, flaws.contradictions)
     trust = flaws.credibility
     if trust.applies_to(check_id) and finding.fraction:
-        finding = Finding(finding.fraction * trust.factor, finding.evidence, [trust.note()] + finding.missing)
+        # A check charged for a wrong answer or a contradiction pays once: its charge, or the discount the same answers
+        # bring on the design's other checks, whichever costs more, never both.
+        charged = finding is not found  # each charge returns a new Finding
+        fraction = min(finding.fraction, found.fraction * trust.factor) if charged else finding.fraction * trust.factor
+        if fraction < finding.fraction:
+            finding = Finding(fraction, finding.evidence, [trust.note()] + finding.missing)
     points = round(finding.fraction * max_points, 1)
     return CheckScore(check_id, title, points, max_points, finding.evidence,
                       finding.missing if points < max_points else [], why, follow_up)
@@ -173,7 +183,8 @@ def score_text(text: str, *, attempt: str = "<text>",
     kit_texts = pasted.originals(not_copied_from)
     own_text, copied = redaction.remove_sentences(text, kit_texts.is_copied)
     doc = parse(own_text)
-    flaws = Flaws(wrong_answers.charges(doc), contradictions.find(doc))
+    flaws = Flaws(wrong_answers.charges(doc), contradictions.find(doc),
+                  concepts.unfenced_redispatch(doc))
     # A wrong answer costs its check's points and earns nothing anywhere else.
     own_text = redaction.remove_sentences(own_text, lambda s: any(c.covers(s) for c in flaws.wrong_answers))[0]
     doc = parse(own_text)

@@ -90,8 +90,10 @@ OLD_LEADER = r"\b(old|deposed|paused|zombie|stale|previous|former) leader\b"
 LEADER_FENCED = pattern(r"\bleader'?s?\b.{0,60}\b(fenc\w*|epoch|term|generation|revision)s?\b",
                         r"\b(fenc\w*|epoch|term|generation|revision)s?\b.{0,60}\bleader\b",
                         rf"\b(unique|primary key|conditional|on conflict)\b.{{0,80}}{OLD_LEADER}",
-                        rf"{OLD_LEADER}.{{0,80}}\b(unique|primary key|conditional|on conflict|refused|rejected|"
-                        r"fails)\b")
+                        rf"{OLD_LEADER}.{{0,80}}\b(unique|primary key|conditional|on conflict|refused|rejected)\b",
+                        # the old leader's write fails ("the old leader's tx fails"), not its own keepalive
+                        rf"{OLD_LEADER}.{{0,80}}\b(tx|transactions?|inserts?|writes?|updates?|commits?) "
+                        r"(\w+ ){0,2}fail(s|ed)?\b")
 
 # A job's cursor, the next fire time it keeps, and where a skip moves it: past now, over every missed time.
 CURSOR = r"next[_ ](fire|run)(_at|_time)?"
@@ -213,6 +215,11 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"\bntp\b.{0,80}\b(comparable|in sync|synchroni[sz]ed|keeps?|guarantees?|ensures?|solves?)\b",
         # "every host runs NTP and stays within a few milliseconds": the same trust, said as a bound
         r"\bntp\b.{0,80}\b(stays?|is|are|be|kept|keeps?( \w+){0,3}) within\b",
+        # the same bound said of the skew, with chrony as NTP's daemon: "all hosts run chrony against the same NTP
+        # servers, and the fleet shows skew well under 100 ms, so a 60-second lease leaves plenty of margin"
+        r"\b(ntp|chrony)\b.{0,80}\bskew\b.{0,20}\b(under|below|within|less than)\b",
+        # the worker's clock setting the lease another node judges: "rewrites lease_expires_at from the worker's clock"
+        r"\b(lease|expir)\w*\b.{0,80}(?<!never )(?<!not )\b(from|by) the worker'?s? (own |local )?(wall[- ]?)?clock",
         r"(in sync|synchroni[sz]ed)\b.{0,40}\b(by|with|via|using) ntp",
         r"\bskew (is|becomes) (zero|eliminated|impossible)\b",
         r"worker'?s? (own )?timestamps? (can|could) be compared",
