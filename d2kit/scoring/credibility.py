@@ -36,9 +36,6 @@ DISCOUNT_PER_QUESTION = 0.25
 FLOOR = 0.25
 PROMISE_ALONE = 0.8  # what the design's checks keep when the exactly-once promise is the only wrong answer
 HARD_PART_ALONE = 0.9  # ... when it is another of the first criterion's no-hire answers (a lease across clocks, ...)
-# The criterion's partial for its second hard part, with nothing else wrong: leases, and no token anywhere.
-UNFENCED = ("workers hold leases but nothing in the design is a fencing number, so a re-dispatched job's old copy "
-            "keeps running and writing")
 
 
 @dataclass(frozen=True)
@@ -69,6 +66,13 @@ class Credibility:
         return (f"not credible: wrong or contradicted answers on {len(self.questions)} different questions "
                 f"({', '.join(self.questions)}), so the checks that judge the design keep "
                 f"{self.factor:.0%} of their points")
+
+
+# The criterion's partial for its second hard part, with nothing else wrong: leases, and no token anywhere. Follow-up
+# 1 (lease_fencing) already pays for the token it lacks; the rest of the design is believed less.
+UNFENCED = Credibility(("lease_fencing",), HARD_PART_ALONE,
+                       "workers hold leases but nothing in the design is a fencing number, so a re-dispatched job's "
+                       "old copy keeps running and writing", own_check="lease_fencing")
 
 
 def assess(flawed_checks: list[str], alone: tuple[float, str] = (1.0, "")) -> Credibility:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from d2kit.scoring import (
@@ -59,14 +60,12 @@ class Flaws:
     contradictions: list[contradictions.Contradiction]
     unfenced: bool = False  # leases, no fencing number, no late write refused (concepts.unfenced_redispatch)
 
-    @property
+    @cached_property  # read by every check: found once
     def credibility(self) -> credibility.Credibility:
         costliest = min((c.wrong for c in self.wrong_answers), key=lambda w: w.alone, default=None)
         flawed = [c.wrong.check for c in self.wrong_answers] + [c.mechanism.check for c in self.contradictions]
         if not flawed and self.unfenced:
-            # follow-up 1 already pays for the token it lacks; the rest of the design is believed less
-            return credibility.Credibility(("lease_fencing",), credibility.HARD_PART_ALONE, credibility.UNFENCED,
-                                           own_check="lease_fencing")
+            return credibility.UNFENCED
         return credibility.assess(flawed, (costliest.alone, costliest.name) if costliest else (1.0, ""))
 
 
