@@ -892,7 +892,9 @@ def test_a_column_whose_heading_names_no_leg_is_read_as_sentences_are():
     assert len(items) == 1 and items[0].complete, [(i.title, i.missing_legs()) for i in items]
 
 
-@pytest.mark.parametrize("heading", ["How we stop it spreading", "What stops the damage", "How we limit damage"])
+# the plain inline label "Kept small:" inside a longer column heading (h21-08: "Damage kept small by")
+@pytest.mark.parametrize("heading", ["How we stop it spreading", "What stops the damage", "How we limit damage",
+                                     "Damage kept small by", "What is kept from spreading"])
 def test_a_column_headed_with_stopping_the_damage_or_its_spread_is_containment(heading: str):
     table = _section(7, f"| Failure | How we notice | {heading} | How we get back |\n|---|---|---|---|\n"
                         "| Worker machine dies | Its check-ins stop for 60 s | The sweeper alone hands the run out "
