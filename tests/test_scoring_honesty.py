@@ -330,6 +330,20 @@ def test_leases_with_no_fencing_number_and_no_late_write_refused_discount_the_de
         assert not score_text(SOUND_WITHOUT_TOKEN + leases + spared).credibility
 
 
+@pytest.mark.parametrize("own", ["When the old worker reconnects it discards its state.",
+                                 "On reconnecting, the partitioned worker ignores its claim and rejoins the pool."])
+def test_the_old_copy_giving_up_its_own_work_is_not_its_late_write_refused(own: str):
+    """"When the old worker reconnects it discards its state": the holder fencing itself, as a worker checking its own
+    token does (a paused copy may never get to), not its late write refused by the store; the design is discounted as
+    with no word about the old copy. Refused by the store, the same sentence still spares it."""
+    leases = _section(6, "Each worker holds a 30 s lease on its run and renews it every 10 s; when the lease expires "
+                         "the reaper hands the run to another worker.")
+    report = score_text(SOUND_WITHOUT_TOKEN + leases + _section(6, own))
+    assert "fencing number" in report.credibility, report.credibility
+    refused = _section(6, "When the old worker reconnects its late result is rejected, and it discards its state.")
+    assert not score_text(SOUND_WITHOUT_TOKEN + leases + refused).credibility
+
+
 def test_exactly_once_promised_alone_discounts_the_design():
     """The rubric's no-hire answer is not a slip: a design that promises exactly-once never asked what a second copy
     does, so its failure legs and rejections are believed less, though by less than wrong answers on two questions."""

@@ -394,6 +394,10 @@ OLD_COPY = pattern(r"\bstill (running|finish)", r"\bkeeps? running\b",
                    r"\bpartition heals\b", r"\blate (result|write|completion|report|ack)s?\b",
                    r"\b(from|of) that worker\b")
 REFUSED = pattern(r"\breject", r"\brefus", r"\bignor", r"\bdiscard", r"\bnot accepted\b", r"\bthrown away\b")
+# "When the old worker reconnects it discards its state": the old copy giving up its own work is the holder fencing
+# itself (as SELF_CHECK), not its late write refused by the store; a paused or cut-off copy may never get to do it.
+SELF_DISCARD = re.compile(r"\b(discard|drop|abandon|ignor|throw)(s|ed|es)?\s+(away\s+)?(its|their)\s+(own\s+)?"
+                          r"(state|work|job|run|copy|results?|progress|lease|claim)s?\b", re.I)
 
 
 def unfenced_redispatch(doc: Document) -> bool:
@@ -402,7 +406,7 @@ def unfenced_redispatch(doc: Document) -> bool:
     anywhere"), which its no-hire answer says as a re-dispatch "with no word about the copy still running"."""
     if not lease_fencing(doc).fraction or has_token(doc):
         return False
-    return not any(OLD_COPY.search(sentence) and REFUSED.search(sentence)
+    return not any(OLD_COPY.search(sentence) and REFUSED.search(SELF_DISCARD.sub(" ", sentence))
                    for unit in _designed(doc) for _, sentence in unit.statements())
 
 
