@@ -1291,11 +1291,20 @@ def test_the_leaders_lease_earns_nothing_on_the_partitioned_worker_question(lead
     "Exactly-once of a side-effecting job isn't something the scheduler can promise on its own.",
     "A worker can die after the work and before reporting, so running a job twice must be harmless.",
     "If the job needs its effects once, the job has to dedupe on the run id we pass it.",
+    # "exactly one time", as plain write-ups say exactly-once (twenty-first change)
+    "We cannot promise a run happens exactly one time if the job touches the outside world.",
+    "The scheduler alone cannot make a side effect happen exactly one time; the job must throw away repeats.",
 ])
 def test_the_delivery_limit_said_in_plain_words_earns_the_limit(limit: str):
     chosen = "We choose at-least-once delivery for every job."
     assert _check(_section(1, chosen), "delivery_semantics").points == 2
     assert _check(_section(1, f"{chosen} {limit}"), "delivery_semantics").points == 4
+
+
+def test_exactly_one_time_promised_is_not_the_limit():
+    """"Exactly one time" is the limit only where the sentence says it cannot be had, as with "exactly-once"."""
+    chosen = "We choose at-least-once delivery for every job."
+    assert _check(_section(1, f"{chosen} Every run happens exactly one time."), "delivery_semantics").points == 2
 
 
 @pytest.mark.parametrize("chosen", [
