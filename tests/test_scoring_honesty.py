@@ -453,6 +453,20 @@ def test_a_rejection_that_contradicts_itself_or_gives_no_reason_is_not_reasoned(
     assert any("contradicts itself" in m for m in check.missing)
 
 
+def test_a_reason_naming_what_the_design_runs_instead_is_not_a_self_contradiction():
+    """"A relational database: ... but we already run DynamoDB": what the design uses is another thing than the
+    alternative, which is a reason (the team's operating cost), not the design using what it rejects. "Because we use
+    it" and "because we use Postgres" under Postgres still contradict themselves."""
+    other = _section(9, "| Option | Why not |\n|---|---|\n| A relational database with row locks | One clock and easy "
+                        "locking are real advantages, but we already run DynamoDB and this load would need splitting "
+                        "within two years. |")
+    check = _check(other, "rejections")
+    assert not any("contradicts itself" in m for m in check.missing), check.missing
+    for itself in ("we already run Postgres for this", "we use it for dispatch"):
+        same = _section(9, f"- **Postgres**: rejected because {itself}, and its vacuum falls behind at our rate.")
+        assert any("contradicts itself" in m for m in _check(same, "rejections").missing), itself
+
+
 def test_a_rejection_faulting_the_alternative_for_lacking_exactly_once_is_not_reasoned():
     premise = _section(9, "- **Postgres as the queue**: too slow for this, and it doesn't give exactly-once anyway.\n"
                           "- **RabbitMQ**: per-message acks are nice, but no transactions with the result, so only "
