@@ -254,6 +254,25 @@ def test_one_leg_per_line_with_the_failure_named_on_each_is_one_failure(bullet: 
     assert [len(item.legs) for item in items] == [1, 1, 1], [(item.title, item.legs) for item in items]
 
 
+def test_leg_lines_under_a_failure_named_on_its_own_line_are_its_legs():
+    """"Worker dies." on a line, then "Detected: ...", "Contained: ...", "Recovered: ..." on the lines under it, in
+    paragraphs or one per line without bullets: the labelled lines are that failure's legs, as they are under a bullet
+    (each labelled line was read as a failure of its own)."""
+    failures = [["Worker dies.", "Detected: heartbeats stop and its lease passes by database time, within 45 s.",
+                 "Contained: only runs on that worker are affected; its slots are removed from the pool.",
+                 "Recovered: runs go back to pending and are dispatched again with the attempt number plus one."],
+                ["Scheduler node dies.", "Detected: its shard lease rows stop being renewed, expiry after 10 s.",
+                 "Contained: only its shards pause; the other nodes keep firing theirs.",
+                 "Recovered: surviving nodes take the shards over and fire anything due from next_fire_at."]]
+    for layout in ("\n".join, "\n\n".join):
+        text = _section(7, "\n\n".join(layout(lines) for lines in failures))
+        items = failure_items(parse(text))
+        assert [item.complete for item in items] == [True, True], [(item.title, item.legs) for item in items]
+    # a failure line with no legs under it stays a failure of its own, not another's leg
+    items = failure_items(parse(_section(7, "\n\n".join(["\n".join(failures[0]), "Store failure: nothing planned."]))))
+    assert len(items) == 2
+
+
 def test_a_turn_number_is_a_fencing_number_for_a_cut_off_workers_containment():
     """A partitioned worker's containment needs a fencing number somewhere in the design; plain write-ups call it a
     turn number as others call it a ticket or generation number."""

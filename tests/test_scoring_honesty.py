@@ -330,6 +330,20 @@ def test_leases_with_no_fencing_number_and_no_late_write_refused_discount_the_de
         assert not score_text(SOUND_WITHOUT_TOKEN + leases + spared).credibility
 
 
+@pytest.mark.parametrize("own", ["When the old worker reconnects it discards its state.",
+                                 "On reconnecting, the partitioned worker ignores its claim and rejoins the pool."])
+def test_the_old_copy_giving_up_its_own_work_is_not_its_late_write_refused(own: str):
+    """"When the old worker reconnects it discards its state": the holder fencing itself, as a worker checking its own
+    token does (a paused copy may never get to), not its late write refused by the store; the design is discounted as
+    with no word about the old copy. Refused by the store, the same sentence still spares it."""
+    leases = _section(6, "Each worker holds a 30 s lease on its run and renews it every 10 s; when the lease expires "
+                         "the reaper hands the run to another worker.")
+    report = score_text(SOUND_WITHOUT_TOKEN + leases + _section(6, own))
+    assert "fencing number" in report.credibility, report.credibility
+    refused = _section(6, "When the old worker reconnects its late result is rejected, and it discards its state.")
+    assert not score_text(SOUND_WITHOUT_TOKEN + leases + refused).credibility
+
+
 def test_exactly_once_promised_alone_discounts_the_design():
     """The rubric's no-hire answer is not a slip: a design that promises exactly-once never asked what a second copy
     does, so its failure legs and rejections are believed less, though by less than wrong answers on two questions."""
@@ -437,6 +451,20 @@ def test_a_rejection_that_contradicts_itself_or_gives_no_reason_is_not_reasoned(
     check = _check(hollow, "rejections")
     assert check.points <= 2, check.points
     assert any("contradicts itself" in m for m in check.missing)
+
+
+def test_a_reason_naming_what_the_design_runs_instead_is_not_a_self_contradiction():
+    """"A relational database: ... but we already run DynamoDB": what the design uses is another thing than the
+    alternative, which is a reason (the team's operating cost), not the design using what it rejects. "Because we use
+    it" and "because we use Postgres" under Postgres still contradict themselves."""
+    other = _section(9, "| Option | Why not |\n|---|---|\n| A relational database with row locks | One clock and easy "
+                        "locking are real advantages, but we already run DynamoDB and this load would need splitting "
+                        "within two years. |")
+    check = _check(other, "rejections")
+    assert not any("contradicts itself" in m for m in check.missing), check.missing
+    for itself in ("we already run Postgres for this", "we use it for dispatch"):
+        same = _section(9, f"- **Postgres**: rejected because {itself}, and its vacuum falls behind at our rate.")
+        assert any("contradicts itself" in m for m in _check(same, "rejections").missing), itself
 
 
 def test_a_rejection_faulting_the_alternative_for_lacking_exactly_once_is_not_reasoned():
@@ -892,7 +920,9 @@ def test_a_column_whose_heading_names_no_leg_is_read_as_sentences_are():
     assert len(items) == 1 and items[0].complete, [(i.title, i.missing_legs()) for i in items]
 
 
-@pytest.mark.parametrize("heading", ["How we stop it spreading", "What stops the damage", "How we limit damage"])
+# the plain inline label "Kept small:" inside a longer column heading (h21-08: "Damage kept small by")
+@pytest.mark.parametrize("heading", ["How we stop it spreading", "What stops the damage", "How we limit damage",
+                                     "Damage kept small by", "What is kept from spreading"])
 def test_a_column_headed_with_stopping_the_damage_or_its_spread_is_containment(heading: str):
     table = _section(7, f"| Failure | How we notice | {heading} | How we get back |\n|---|---|---|---|\n"
                         "| Worker machine dies | Its check-ins stop for 60 s | The sweeper alone hands the run out "
@@ -1275,11 +1305,20 @@ def test_the_leaders_lease_earns_nothing_on_the_partitioned_worker_question(lead
     "Exactly-once of a side-effecting job isn't something the scheduler can promise on its own.",
     "A worker can die after the work and before reporting, so running a job twice must be harmless.",
     "If the job needs its effects once, the job has to dedupe on the run id we pass it.",
+    # "exactly one time", as plain write-ups say exactly-once (twenty-first change)
+    "We cannot promise a run happens exactly one time if the job touches the outside world.",
+    "The scheduler alone cannot make a side effect happen exactly one time; the job must throw away repeats.",
 ])
 def test_the_delivery_limit_said_in_plain_words_earns_the_limit(limit: str):
     chosen = "We choose at-least-once delivery for every job."
     assert _check(_section(1, chosen), "delivery_semantics").points == 2
     assert _check(_section(1, f"{chosen} {limit}"), "delivery_semantics").points == 4
+
+
+def test_exactly_one_time_promised_is_not_the_limit():
+    """"Exactly one time" is the limit only where the sentence says it cannot be had, as with "exactly-once"."""
+    chosen = "We choose at-least-once delivery for every job."
+    assert _check(_section(1, f"{chosen} Every run happens exactly one time."), "delivery_semantics").points == 2
 
 
 @pytest.mark.parametrize("chosen", [

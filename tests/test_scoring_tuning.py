@@ -32,10 +32,10 @@ def _of_class(name: str) -> list[str]:
     return [attempt for attempt, entry in ATTEMPTS.items() if entry["class"] == name]
 
 
-# Floors at what the scorer reached when held-out v21 was folded in and the map refitted (rubric/calibration/SPLIT.md):
-# 294 of 358 in band, mean error 5.2 (280 of 342 and 5.10 after the twentieth change, before the fold).
-MOST_MISSES = 64
-MOST_MEAN_ERROR = 5.2  # the figure is rounded to one decimal
+# Floors at what the scorer reached after the twenty-first change (rubric/calibration/SPLIT.md): 297 of 358 in band,
+# mean error 5.1 (294 and 5.2 when held-out v21 was folded in and the map refitted).
+MOST_MISSES = 61
+MOST_MEAN_ERROR = 5.1  # the figure is rounded to one decimal
 
 
 def test_the_tuning_half_ranks_and_lands_near_its_bands(figures):

@@ -30,24 +30,27 @@ AT_LEAST_ONCE_PLAIN = (r"(more than once|twice|again)\b.{0,40}\b(never|not) (\w+
                        r"\bnever (\w+ ){0,3}(lost|dropped|skipped|missed)\b.{0,40}\b(more than once|twice|duplicat)",
                        r"\b(runs?|happens?|executes?|fires?) (\w+ )?one or more times\b")
 SEMANTICS = pattern(r"at[- ]least[- ]once", r"at[- ]most[- ]once", r"exactly[- ]once", *AT_LEAST_ONCE_PLAIN)
+# "Exactly one time", as plain write-ups say exactly-once ("we cannot promise a run happens exactly one time").
+EXACTLY_ONCE = r"(exactly[- ]once|exactly one time)"
 DELIVERY_LIMIT = pattern(
-    r"exactly[- ]once.{0,120}\b(not (achievable|possible)|impossible|cannot|can'?t|requires?|needs?|only with|"
+    rf"{EXACTLY_ONCE}.{{0,120}}\b(not (achievable|possible)|impossible|cannot|can'?t|requires?|needs?|only with|"
     r"only if|cooperat|effectively)",
-    r"(idempoten|fencing|dedup).{0,120}\b(exactly[- ]once|duplicate|twice|more than once|retr(y|ies)|re-?run)",
+    rf"(idempoten|fencing|dedup).{{0,120}}\b({EXACTLY_ONCE}|duplicate|twice|more than once|retr(y|ies)|re-?run)",
     r"at[- ]least[- ]once.{0,120}\bidempoten",
-    r"(exactly[- ]once|duplicate|twice|more than once).{0,120}\b(idempoten|fencing|dedup)",
+    rf"({EXACTLY_ONCE}|duplicate|twice|more than once).{{0,120}}\b(idempoten|fencing|dedup)",
     r"at[- ]least[- ]once.{0,160}\b(drop|ignore|skip|discard|detect)s? (the )?(repeats?|duplicates?|second (run|copy))",
-    r"(can'?t|cannot|can ?not|no way to|never) (promise|guarantee|offer)\W+(\w+\W+){0,2}(only|exactly)[- ]once",
+    r"(can'?t|cannot|can ?not|no way to|never) (promise|guarantee|offer)\W+(\w+\W+){0,2}"
+    rf"(only[- ]once|{EXACTLY_ONCE})",
     r"\b(make|makes|making) (a |the )?(repeats?|duplicates?|retr(y|ies)|re-?runs?|second runs?) harmless",
     # "No engine can make a side-effecting job exactly-once": the limit, said by denying the promise.
-    r"\b(no|nothing|nobody|no one)\b (\w+ ){0,3}(can|could|will) (\w+\W+){0,5}exactly[- ]once",
+    rf"\b(no|nothing|nobody|no one)\b (\w+ ){{0,3}}(can|could|will) (\w+\W+){{0,5}}{EXACTLY_ONCE}",
     # The same limit in the words practitioners use for it: the system says what it cannot make happen once
     # ("the scheduler can't make a side-effecting job happen exactly once", "exactly-once isn't something the
     # scheduler can promise"), or what the job does instead ("the job has to dedupe on the run id", "handlers must be
     # idempotent", "running it twice is harmless").
     r"\b(can'?t|cannot|can ?not|won'?t|will not|doesn'?t|does not)\b (\w+ ){0,2}(make|promise|guarantee|give|offer|"
-    r"provide|deliver|ensure)\b.{0,60}\b(exactly|only)[- ]once",
-    r"exactly[- ]once\b.{0,80}(\bnot|n'?t) (something|a thing|a promise|a property)\b.{0,40}\b(can|could) (promise|"
+    rf"provide|deliver|ensure)\b.{{0,60}}\b(only[- ]once|{EXACTLY_ONCE})",
+    rf"{EXACTLY_ONCE}\b.{{0,80}}(\bnot|n'?t) (something|a thing|a promise|a property)\b.{{0,40}}\b(can|could) (promise|"
     r"guarantee|give|offer|provide)",
     r"\b(running|run|runs|doing|executing|firing|re-?running) (it |them |a job |the job |jobs )?(twice|again|more than "
     r"once)\b.{0,20}\b(is|are|must be|should be|has to be|stays?) (harmless|safe|a no-?op)",
@@ -394,6 +397,10 @@ OLD_COPY = pattern(r"\bstill (running|finish)", r"\bkeeps? running\b",
                    r"\bpartition heals\b", r"\blate (result|write|completion|report|ack)s?\b",
                    r"\b(from|of) that worker\b")
 REFUSED = pattern(r"\breject", r"\brefus", r"\bignor", r"\bdiscard", r"\bnot accepted\b", r"\bthrown away\b")
+# "When the old worker reconnects it discards its state": the old copy giving up its own work is the holder fencing
+# itself (as SELF_CHECK), not its late write refused by the store; a paused or cut-off copy may never get to do it.
+SELF_DISCARD = re.compile(r"\b(discard|drop|abandon|ignor|throw)(s|ed|es)?\s+(away\s+)?(its|their)\s+(own\s+)?"
+                          r"(state|work|job|run|copy|results?|progress|lease|claim)s?\b", re.I)
 
 
 def unfenced_redispatch(doc: Document) -> bool:
@@ -402,7 +409,7 @@ def unfenced_redispatch(doc: Document) -> bool:
     anywhere"), which its no-hire answer says as a re-dispatch "with no word about the copy still running"."""
     if not lease_fencing(doc).fraction or has_token(doc):
         return False
-    return not any(OLD_COPY.search(sentence) and REFUSED.search(sentence)
+    return not any(OLD_COPY.search(sentence) and REFUSED.search(SELF_DISCARD.sub(" ", sentence))
                    for unit in _designed(doc) for _, sentence in unit.statements())
 
 

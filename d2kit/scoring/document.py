@@ -392,7 +392,10 @@ def split_items(section: SectionText | None) -> list[Item]:
     if heading_like:
         starters = heading_like
     else:
-        starters = [u for u in body if u.kind == "item" and free(u)] or [u for u in body if u.kind == "paragraph"]
+        # A paragraph (or a line of a one-per-line block) that opens with a leg's label ("Detected: ...") goes on
+        # the item above it, as the same label under a bullet does.
+        starters = [u for u in body if u.kind == "item" and free(u)] or \
+            [u for u in body if u.kind == "paragraph" and not LEG_LABEL.match(u.text)]
     starter_ids = {id(u) for u in starters}
     items: list[Item] = []
     current: Item | None = None

@@ -87,7 +87,9 @@ LEG_HEADERS: dict[str, re.Pattern[str]] = {
     "containment": pattern(r"limit(ing)? the (damage|blast)", r"blast radius", r"\bmitigat", r"\bprotect",
                            r"\bisolat", r"\bprevent", r"\bsafeguard", r"keep (it|the damage) (small|local)",
                            # "How we limit damage", "What stops the damage", "How we stop it spreading"
-                           r"\b(limit|stop)(s|ping)?\b.{0,12}\b(damage|spread\w*)"),
+                           r"\b(limit|stop)(s|ping)?\b.{0,12}\b(damage|spread\w*)",
+                           # the plain label as a heading: "Damage kept small by", "Kept from spreading"
+                           r"\bkept (small|from spreading)\b"),
     "recovery": pattern(r"get(ting)? back", r"\bheal", r"\brestor", r"\brepair", r"\bback to normal",
                         r"\bresolution", r"\bfix\b", r"\bremed"),
 }

@@ -36,7 +36,23 @@ PLUMBING_SHARE = 0.5  # a reason written as a fragment ("failover gap, still nee
 TITLE_LABEL = re.compile(r"^.{1,80}?(?::|\s[—–]\s|\s-\s|\s\|\s)")
 # "Postgres: rejected because we use Postgres": a reason that says the alternative is in the design.
 SELF_USE = re.compile(r"\b(because|although|though|but|as|since)\b.{0,20}\bwe (already |also |still )?"
-                      r"(use|chose|picked|have|run)\b", re.I)
+                      r"(use|chose|picked|have|run)\b(?P<what>(\s+[\w-]+){0,3})", re.I)
+# "... but we already run DynamoDB": what the design uses is named, and it is another thing than the alternative.
+STOPWORDS = frozenset({"a", "an", "the", "one", "it", "them", "that", "this", "these", "those", "for", "in", "at",
+                       "as", "and", "to", "of", "on", "here", "anyway", "already", "too", "its", "our"})
+PRONOUNS = frozenset({"it", "them", "that", "this", "these", "those", "one"})  # the alternative, referred back to
+
+
+def _uses_the_alternative(item: Item) -> bool:
+    """A reason says the design uses the alternative itself ("Postgres: rejected because we use Postgres", "... because
+    we use it"), not another thing it names ("... but we already run DynamoDB")."""
+    title = {w.lower() for w in re.findall(r"[\w-]+", item.title)}
+    for match in SELF_USE.finditer(item.text):
+        named = [w.lower() for w in re.findall(r"[\w-]+", match.group("what"))]
+        content = [w for w in named if w not in STOPWORDS]
+        if not content or named[0] in PRONOUNS or any(w in title for w in content):
+            return True
+    return False
 # "RabbitMQ: only at-least-once": faulting an alternative for lacking exactly-once, which no system gives on its
 # own, is the delivery question's wrong answer used as a reason; unless the item says why nothing gives it.
 WRONG_PREMISE = pattern(r"\b(doesn'?t|does not|cannot|can'?t|won'?t|no|never)\b (\w+ ){0,2}exactly[- ]once",
@@ -141,7 +157,7 @@ def rejections(doc: Document) -> Finding:
     for item in items:
         has_sentence = any(u.prose or (u.has_columns and u.words >= MIN_REJECTION_WORDS) for u in item.units)
         reason_unit = next((u for u in item.units if REASON.search(_after_title(u, item))), None)
-        if reason_unit is not None and SELF_USE.search(item.text):
+        if reason_unit is not None and _uses_the_alternative(item):
             named_only.append(item)
             missing.append(f"'{item.title}' (line {item.first_line}): contradicts itself, the reason says the "
                            "design uses it")
