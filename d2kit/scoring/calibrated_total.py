@@ -117,5 +117,5 @@ def summary_line(results: dict | None) -> str:
     in_band, error, raw_in_band, raw_error, judged = forward_check(pairs)
     if not judged:
         return said
-    return (f"{said}; fitted so on the sets before each set, in time order: {in_band} of {judged} in band, mean "
-            f"error {error:g} (raw points: {raw_in_band}, {raw_error:g})")
+    return (f"{said}; checked in time order (fitted on the {RECENT_SETS} sets before each set, judged on it): "
+            f"{in_band} of {judged} in band, mean error {error:g} (raw points: {raw_in_band}, {raw_error:g})")
