@@ -273,6 +273,24 @@ def test_leg_lines_under_a_failure_named_on_its_own_line_are_its_legs():
     assert len(items) == 2
 
 
+def test_plain_labelled_lines_under_a_failure_named_on_its_own_line_are_its_legs():
+    """The same layout with the legs' plain labels ("Noticed:", "Kept small:", "Back to normal:"), which the failure
+    reader knows inline: each labelled line goes on the failure above it (each was read as a failure of its own)."""
+    failures = [["Worker process dies mid-run.", "Noticed: its hold runs out by the database clock within 30 s.",
+                 "Kept small: a dead process writes nothing; only its own runs wait.",
+                 "Back to normal: the run is handed out again with the next try number."],
+                ["One planner dies.", "Noticed: an alert fires when a job's bookmark falls 60 s behind.",
+                 "Kept small: its open transaction rolls back, so nothing half-planned is visible.",
+                 "Back to normal: the other planners pick its jobs up on their next loop."]]
+    for layout in ("\n".join, "\n\n".join):
+        text = _section(7, "\n\n".join(layout(lines) for lines in failures))
+        items = failure_items(parse(text))
+        assert [item.complete for item in items] == [True, True], [(item.title, item.legs) for item in items]
+    # a line that is no label ("Found" without its colon) stays a failure of its own
+    items = failure_items(parse(_section(7, "\n".join([*failures[0], "Found jobs pile up after an outage."]))))
+    assert len(items) == 2
+
+
 def test_a_turn_number_is_a_fencing_number_for_a_cut_off_workers_containment():
     """A partitioned worker's containment needs a fencing number somewhere in the design; plain write-ups call it a
     turn number as others call it a ticket or generation number."""
