@@ -302,6 +302,15 @@ def test_a_turn_number_is_a_fencing_number_for_a_cut_off_workers_containment():
     assert failure_items(parse(turn + partition))[0].complete
 
 
+def test_a_try_number_the_store_compares_is_a_fencing_number():
+    """Plain write-ups call the attempt number a try number ("try_no"): compared for order where the writes land, it
+    fences as an attempt number does. A count of tries allowed is no such number."""
+    try_number = _section(4, "Every write the handler makes carries (run_id, try_no); the customer's table keeps the "
+                             "highest try number seen per run and refuses a lower try number.")
+    limit = _section(4, "Each job has max tries of 5; after the last try the run is marked dead and its owner is told.")
+    assert has_token(parse(try_number)) and not has_token(parse(limit))
+
+
 def test_a_number_that_goes_up_every_time_the_run_is_handed_out_is_a_fencing_number():
     """The fencing token's textbook definition ("a number that increases every time the lock is granted") in plain
     words; a tally that grows is not one."""

@@ -85,7 +85,7 @@ LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
 # What a fencing number is called: textbook, product (SQS's receive count, Raft's term) and plain ("turn number").
 FENCE_NUMBER = (r"(fenc(e|ing)|epoch|generation|version|ticket|sequence|lease|attempt|claim|owner(ship)?|delivery|"
-                r"receive|term|token|turn)")
+                r"receive|term|token|turn|try)")
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
                   r"\bsequencer\b", r"\b(raft )?term number",
@@ -97,7 +97,7 @@ FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token
                   rf"(\b{FENCE_NUMBER}|\bcounter|\bnumber)s?\b[^.;|]{{0,60}}\b(grows|increases|goes up) (every|each) "
                   r"time\b",
                   # a number the store compares for order, named as practitioners name one: an attempt, claim,
-                  # ticket, sequence, generation or lease number (SQS's receive count, ZooKeeper's zxid). Not any
+                  # ticket, sequence, generation, lease or try number (SQS's receive count, ZooKeeper's zxid). Not any
                   # '<noun> count': "the retry count is incremented" counts retries, it fences nothing.
                   rf"\b{FENCE_NUMBER}[_ ](number|no|num|count|counter|version)\b(?! of)"
                   r".{0,80}\b(higher|greater|highest|bigger|larger|newer|increment|bump|older|lower|stale)",
