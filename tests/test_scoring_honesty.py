@@ -316,7 +316,8 @@ def test_leases_with_no_fencing_number_and_no_late_write_refused_discount_the_de
     copy still running refused."""
     leases = _section(6, "Each worker holds a 30 s lease on its run and renews it every 10 s; when the lease expires "
                          "the reaper hands the run to another worker.")
-    numbered = _section(4, "Each hand-out gives the run a new attempt number.")
+    numbered = _section(4, "Each hand-out gives the run a new attempt number, and a completion carrying an older "
+                           "attempt number is rejected.")
     report = score_text(SOUND_WITHOUT_TOKEN + leases)
     assert "fencing number" in report.credibility, report.credibility
     before, after = _design_points(SOUND_WITHOUT_TOKEN), _design_points(SOUND_WITHOUT_TOKEN + leases)
@@ -328,6 +329,19 @@ def test_leases_with_no_fencing_number_and_no_late_write_refused_discount_the_de
                           "run is no longer marked as its own.")
     for spared in (numbered, refused):
         assert not score_text(SOUND_WITHOUT_TOKEN + leases + spared).credibility
+
+
+def test_an_attempt_number_nothing_compares_does_not_spare_the_design():
+    """"The reaper increments the attempt count and sets the run back to pending": a number that goes up at each
+    hand-out but is never compared where a write or a completion lands fences nothing, so the re-dispatch is discounted
+    as with no number at all ("no token is checked anywhere"). Compared on the completion, it spares the design."""
+    leases = _section(6, "Each worker holds a 30 s lease on its run and renews it every 10 s; when the lease expires "
+                         "the reaper increments the attempt count and sets the run back to pending for another "
+                         "worker.")
+    report = score_text(SOUND_WITHOUT_TOKEN + leases)
+    assert "fencing number" in report.credibility, report.credibility
+    checked = _section(6, "A completion whose attempt count is lower than the run's is rejected.")
+    assert not score_text(SOUND_WITHOUT_TOKEN + leases + checked).credibility
 
 
 @pytest.mark.parametrize("own", ["When the old worker reconnects it discards its state.",

@@ -389,6 +389,14 @@ def has_token(doc: Document) -> bool:
     return bool(component(units, ANY_TOKEN, "").fraction)
 
 
+def token_checked(doc: Document) -> bool:
+    """A fencing number the design has is compared where a write or a completion lands: "increments the attempt
+    count" that nothing ever compares fences nothing (the rubric's partial, "no token is checked anywhere")."""
+    units = _unless_denied(doc, "fencing tokens", _designed(doc))[0]
+    return bool(component(units, ANY_TOKEN, "", also=both(FENCE_CHECK, WRITE_PATH), unless=NOT_THE_STORES_CHECK)
+                .fraction)
+
+
 # The copy still running when its job is handed out again, and its late writes refused: what the rubric's no-hire
 # answer ("re-dispatches on a timeout with no word about the copy still running") never does, in any words.
 OLD_COPY = pattern(r"\bstill (running|finish)", r"\bkeeps? running\b",
@@ -404,10 +412,11 @@ SELF_DISCARD = re.compile(r"\b(discard|drop|abandon|ignor|throw)(s|ed|es)?\s+(aw
 
 
 def unfenced_redispatch(doc: Document) -> bool:
-    """Workers hold leases that expire, nothing in the design is a fencing number, and nothing refuses the late writes
-    of the copy still running: the first criterion's partial for its second hard part ("no token is checked
-    anywhere"), which its no-hire answer says as a re-dispatch "with no word about the copy still running"."""
-    if not lease_fencing(doc).fraction or has_token(doc):
+    """Workers hold leases that expire, no fencing number is checked where a write lands (none, or one nothing
+    compares), and nothing refuses the late writes of the copy still running: the first criterion's partial for its
+    second hard part ("no token is checked anywhere"), which its no-hire answer says as a re-dispatch "with no word
+    about the copy still running"."""
+    if not lease_fencing(doc).fraction or token_checked(doc):
         return False
     return not any(OLD_COPY.search(sentence) and REFUSED.search(SELF_DISCARD.sub(" ", sentence))
                    for unit in _designed(doc) for _, sentence in unit.statements())
