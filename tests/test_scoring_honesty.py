@@ -299,6 +299,8 @@ UNFENCED = (_section(4, "Each hand-out gives the run a new attempt number.")
     "If the old worker reports after the new one, whatever arrives last is kept as the run's result.",
     "Only the leader fires; when the old leader's ZooKeeper session expires it gets a session-expired event and stops "
     "its loop.",
+    # leader election alone, with nothing on the failover gap or a paused old leader
+    "Three scheduler replicas elect a leader through etcd, and only the leader fires due jobs, so nothing fires twice.",
 ])
 def test_the_first_criterions_no_hire_answers_alone_discount_the_design(slip: str):
     """The rubric's no-hire signals for its hard parts, and the silent drop the prompt asks the design to avoid, are not

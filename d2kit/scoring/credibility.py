@@ -16,7 +16,8 @@ a tenth alone ("Eighteenth change"): a lease judged across machines' clocks (eve
 design fires at the wrong time), "we kill the old worker", a distributed lock trusted to keep one holder, and a
 re-dispatch that lets the old copy's late write land (each undoes the hard part the failure legs lean on, a worker's
 lease and the split brain it causes); an old leader trusted to stop itself when its session or lease ends (a paused
-process cannot fence itself, so its dispatches land; "Nineteenth change"); and missed runs skipped with no record,
+process cannot fence itself, so its dispatches land; "Nineteenth change"), or a leader elected with nothing said of the
+failover gap or the old leader at all ("Twenty-second change"); and missed runs skipped with no record,
 which breaks the one thing the prompt asks of the design ("we care a lot about not silently dropping one") and
 decides the catch-up for the user. With nothing charged, workers' leases with no fencing number checked anywhere (none,
 or one nothing compares, "Twenty-second change") and no late write of the old copy refused cost the same tenth
