@@ -283,9 +283,10 @@ def test_a_lease_judged_across_clocks_also_loses_the_lease_half_of_follow_up_1()
 
 
 # Failures and rejections with no fencing token the store checks, so a wrong answer about the old copy is not excused
-# by one. The attempt number is there (nothing checks it): without any, the re-dispatch itself discounts the design.
+# by one. The attempt number is there (nothing checks it) and no lease (the worker's death is seen by its supervisor):
+# with a lease, the re-dispatch itself discounts the design.
 UNFENCED = (_section(4, "Each hand-out gives the run a new attempt number.")
-            + _section(7, "- **Worker dies.** Detection: its heartbeat is 30 s old by the database clock. Containment: "
+            + _section(7, "- **Worker dies.** Detection: its process exits and the supervisor reports it. Containment: "
                           "only that worker's runs are affected. Recovery: the reaper re-queues them.")
             + _section(9, "- **Kafka as the queue**: no per-message lease, so a six-hour job pins its partition.\n"
                           "- **Redis sorted sets**: an acknowledged write can be lost on failover, so runs vanish."))
@@ -298,6 +299,8 @@ UNFENCED = (_section(4, "Each hand-out gives the run a new attempt number.")
     "If the old worker reports after the new one, whatever arrives last is kept as the run's result.",
     "Only the leader fires; when the old leader's ZooKeeper session expires it gets a session-expired event and stops "
     "its loop.",
+    # leader election alone, with nothing on the failover gap or a paused old leader
+    "Three scheduler replicas elect a leader through etcd, and only the leader fires due jobs, so nothing fires twice.",
 ])
 def test_the_first_criterions_no_hire_answers_alone_discount_the_design(slip: str):
     """The rubric's no-hire signals for its hard parts, and the silent drop the prompt asks the design to avoid, are not
@@ -316,7 +319,8 @@ def test_leases_with_no_fencing_number_and_no_late_write_refused_discount_the_de
     copy still running refused."""
     leases = _section(6, "Each worker holds a 30 s lease on its run and renews it every 10 s; when the lease expires "
                          "the reaper hands the run to another worker.")
-    numbered = _section(4, "Each hand-out gives the run a new attempt number.")
+    numbered = _section(4, "Each hand-out gives the run a new attempt number, and a completion carrying an older "
+                           "attempt number is rejected.")
     report = score_text(SOUND_WITHOUT_TOKEN + leases)
     assert "fencing number" in report.credibility, report.credibility
     before, after = _design_points(SOUND_WITHOUT_TOKEN), _design_points(SOUND_WITHOUT_TOKEN + leases)
@@ -328,6 +332,19 @@ def test_leases_with_no_fencing_number_and_no_late_write_refused_discount_the_de
                           "run is no longer marked as its own.")
     for spared in (numbered, refused):
         assert not score_text(SOUND_WITHOUT_TOKEN + leases + spared).credibility
+
+
+def test_an_attempt_number_nothing_compares_does_not_spare_the_design():
+    """"The reaper increments the attempt count and sets the run back to pending": a number that goes up at each
+    hand-out but is never compared where a write or a completion lands fences nothing, so the re-dispatch is discounted
+    as with no number at all ("no token is checked anywhere"). Compared on the completion, it spares the design."""
+    leases = _section(6, "Each worker holds a 30 s lease on its run and renews it every 10 s; when the lease expires "
+                         "the reaper increments the attempt count and sets the run back to pending for another "
+                         "worker.")
+    report = score_text(SOUND_WITHOUT_TOKEN + leases)
+    assert "fencing number" in report.credibility, report.credibility
+    checked = _section(6, "A completion whose attempt count is lower than the run's is rejected.")
+    assert not score_text(SOUND_WITHOUT_TOKEN + leases + checked).credibility
 
 
 @pytest.mark.parametrize("own", ["When the old worker reconnects it discards its state.",

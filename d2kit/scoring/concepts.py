@@ -85,7 +85,7 @@ LIVENESS = pattern(r"\brenew", r"expir", r"\bttl\b", r"\bmiss(es|ed)?\b", r"time
                    r"\bdie[sd]?\b", r"\bstops?\b", r"\bevery \d")
 # What a fencing number is called: textbook, product (SQS's receive count, Raft's term) and plain ("turn number").
 FENCE_NUMBER = (r"(fenc(e|ing)|epoch|generation|version|ticket|sequence|lease|attempt|claim|owner(ship)?|delivery|"
-                r"receive|term|token|turn)")
+                r"receive|term|token|turn|try)")
 FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token|counter|version|number|id)",
                   r"lease (version|generation)", r"\bgeneration\b", r"version (number|counter)",
                   r"\bsequencer\b", r"\b(raft )?term number",
@@ -97,7 +97,7 @@ FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token
                   rf"(\b{FENCE_NUMBER}|\bcounter|\bnumber)s?\b[^.;|]{{0,60}}\b(grows|increases|goes up) (every|each) "
                   r"time\b",
                   # a number the store compares for order, named as practitioners name one: an attempt, claim,
-                  # ticket, sequence, generation or lease number (SQS's receive count, ZooKeeper's zxid). Not any
+                  # ticket, sequence, generation, lease or try number (SQS's receive count, ZooKeeper's zxid). Not any
                   # '<noun> count': "the retry count is incremented" counts retries, it fences nothing.
                   rf"\b{FENCE_NUMBER}[_ ](number|no|num|count|counter|version)\b(?! of)"
                   r".{0,80}\b(higher|greater|highest|bigger|larger|newer|increment|bump|older|lower|stale)",
@@ -389,6 +389,14 @@ def has_token(doc: Document) -> bool:
     return bool(component(units, ANY_TOKEN, "").fraction)
 
 
+def token_checked(doc: Document) -> bool:
+    """A fencing number the design has is compared where a write or a completion lands: "increments the attempt
+    count" that nothing ever compares fences nothing (the rubric's partial, "no token is checked anywhere")."""
+    units = _unless_denied(doc, "fencing tokens", _designed(doc))[0]
+    return bool(component(units, ANY_TOKEN, "", also=both(FENCE_CHECK, WRITE_PATH), unless=NOT_THE_STORES_CHECK)
+                .fraction)
+
+
 # The copy still running when its job is handed out again, and its late writes refused: what the rubric's no-hire
 # answer ("re-dispatches on a timeout with no word about the copy still running") never does, in any words.
 OLD_COPY = pattern(r"\bstill (running|finish)", r"\bkeeps? running\b",
@@ -404,10 +412,11 @@ SELF_DISCARD = re.compile(r"\b(discard|drop|abandon|ignor|throw)(s|ed|es)?\s+(aw
 
 
 def unfenced_redispatch(doc: Document) -> bool:
-    """Workers hold leases that expire, nothing in the design is a fencing number, and nothing refuses the late writes
-    of the copy still running: the first criterion's partial for its second hard part ("no token is checked
-    anywhere"), which its no-hire answer says as a re-dispatch "with no word about the copy still running"."""
-    if not lease_fencing(doc).fraction or has_token(doc):
+    """Workers hold leases that expire, no fencing number is checked where a write lands (none, or one nothing
+    compares), and nothing refuses the late writes of the copy still running: the first criterion's partial for its
+    second hard part ("no token is checked anywhere"), which its no-hire answer says as a re-dispatch "with no word
+    about the copy still running"."""
+    if not lease_fencing(doc).fraction or token_checked(doc):
         return False
     return not any(OLD_COPY.search(sentence) and REFUSED.search(SELF_DISCARD.sub(" ", sentence))
                    for unit in _designed(doc) for _, sentence in unit.statements())

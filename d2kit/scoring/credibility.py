@@ -16,12 +16,13 @@ a tenth alone ("Eighteenth change"): a lease judged across machines' clocks (eve
 design fires at the wrong time), "we kill the old worker", a distributed lock trusted to keep one holder, and a
 re-dispatch that lets the old copy's late write land (each undoes the hard part the failure legs lean on, a worker's
 lease and the split brain it causes); an old leader trusted to stop itself when its session or lease ends (a paused
-process cannot fence itself, so its dispatches land; "Nineteenth change"); and missed runs skipped with no record,
+process cannot fence itself, so its dispatches land; "Nineteenth change"), or a leader elected with nothing said of the
+failover gap or the old leader at all ("Twenty-second change"); and missed runs skipped with no record,
 which breaks the one thing the prompt asks of the design ("we care a lot about not silently dropping one") and
-decides the catch-up for the user. With nothing charged, workers' leases with no fencing number anywhere and no late
-write of the old copy refused cost the same tenth (``UNFENCED``, "Twentieth change"): the criterion's partial for its
-second hard part, "no token is checked anywhere"; follow-up 1, which already pays for the missing token, is not
-discounted for it (``Credibility.own_check``).
+decides the catch-up for the user. With nothing charged, workers' leases with no fencing number checked anywhere (none,
+or one nothing compares, "Twenty-second change") and no late write of the old copy refused cost the same tenth
+(``UNFENCED``, "Twentieth change"): the criterion's partial for its second hard part, "no token is checked anywhere";
+follow-up 1, which already pays for the missing token, is not discounted for it (``Credibility.own_check``).
 """
 
 from __future__ import annotations
@@ -68,11 +69,12 @@ class Credibility:
                 f"{self.factor:.0%} of their points")
 
 
-# The criterion's partial for its second hard part, with nothing else wrong: leases, and no token anywhere. Follow-up
-# 1 (lease_fencing) already pays for the token it lacks; the rest of the design is believed less.
+# The criterion's partial for its second hard part, with nothing else wrong: leases, and no token checked anywhere
+# (none, or a number nothing compares). Follow-up 1 (lease_fencing) already pays for it; the rest of the design is
+# believed less.
 UNFENCED = Credibility(("lease_fencing",), HARD_PART_ALONE,
-                       "workers hold leases but nothing in the design is a fencing number, so a re-dispatched job's "
-                       "old copy keeps running and writing", own_check="lease_fencing")
+                       "workers hold leases but no fencing number is checked where a write lands, so a re-dispatched "
+                       "job's old copy keeps running and writing", own_check="lease_fencing")
 
 
 def assess(flawed_checks: list[str], alone: tuple[float, str] = (1.0, "")) -> Credibility:

@@ -338,8 +338,16 @@ def parse_file(path: Path) -> Document:
 # Items: one failure (section 7) or one rejected alternative (section 9) each.
 # --------------------------------------------------------------------------------------------------
 
-# "Detection: ...", "**Containment** - ...": a line that is one leg of a failure, never a new failure.
-LEG_LABEL = re.compile(r"^\W*(detect(ed|ion|s)?|contain(ed|ment|s)?|recover(ed|y|s)?)\b\W", re.I)
+# The legs' labels in plain words, as plain write-ups put them inline: "Noticed: ... Kept small: ... Back to normal:",
+# or tersely "seen: ... held: ... fixed: ..." (h7-02), "Seen: ... Contained: ... Back: ..." (h19-16). The short words
+# are labels only with their colon ("back-off", "seen by the reaper", "held by" are not). failures.py reads the legs
+# by them; here they keep a leg's line on its failure.
+PLAIN_LABELS = {"detection": r"noticed|found|seen(?=:)", "containment": r"kept (?:small|from spreading)|held(?=:)",
+                "recovery": r"back to normal|(?:back|fixed)(?=:)"}
+# "Detection: ...", "**Containment** - ...", and in plain words "Noticed: ...", "Back to normal: ...": a line that is
+# one leg of a failure, never a new failure.
+LEG_LABEL = re.compile(r"^\W*(?:(detect(ed|ion|s)?|contain(ed|ment|s)?|recover(ed|y|s)?)\b\W|(?:"
+                       + "|".join(PLAIN_LABELS.values()) + r")\s*:)", re.I)
 
 
 @dataclass

@@ -13,7 +13,16 @@ import re
 from dataclasses import dataclass, field
 
 from d2kit.scoring.concepts import has_token
-from d2kit.scoring.document import Document, Item, Unit, is_question, one_per_lead, sentences, split_items
+from d2kit.scoring.document import (
+    PLAIN_LABELS,
+    Document,
+    Item,
+    Unit,
+    is_question,
+    one_per_lead,
+    sentences,
+    split_items,
+)
 from d2kit.scoring.evidence import Evidence, Finding, pattern
 from d2kit.scoring.negation import affirmed, is_denied
 from d2kit.scoring.prose import word_count
@@ -69,12 +78,6 @@ LEGS: dict[str, re.Pattern[str]] = {
         r"\b(attempt|try) \d+ (runs|finishes|succeeds|starts|completes)\b",  # "attempt 2 runs and finishes normally"
     ),
 }
-# The legs' labels in plain words, as plain write-ups put them inline: "Noticed: ... Kept small: ... Back to normal:",
-# or tersely "seen: ... held: ... fixed: ..." (h7-02), "Seen: ... Contained: ... Back: ..." (h19-16). Once one
-# label of a line is read, the line is read by its labels, so a terse set is known whole. The short words are labels
-# only with their colon ("back-off", "seen by the reaper", "held by" are not).
-PLAIN_LABELS = {"detection": r"noticed|found|seen(?=:)", "containment": r"kept (?:small|from spreading)|held(?=:)",
-                "recovery": r"back to normal|(?:back|fixed)(?=:)"}
 # "Containment: ..." or, in a sentence, "containment is that only its runs are affected".
 LABEL = re.compile(
     r"(?:^|(?<=[\s.;(]))\W{0,3}(detect(?:ed|ion|s)?|contain(?:ed|ment|s)?|recover(?:ed|y|s)?|"

@@ -58,7 +58,7 @@ class Flaws:
     """What the attempt gets wrong, found once and charged to the checks it spoils."""
     wrong_answers: list[wrong_answers.Charge]
     contradictions: list[contradictions.Contradiction]
-    unfenced: bool = False  # leases, no fencing number, no late write refused (concepts.unfenced_redispatch)
+    unfenced: bool = False  # leases, no fencing number checked, no late write refused (concepts.unfenced_redispatch)
 
     @cached_property  # read by every check: found once
     def credibility(self) -> credibility.Credibility:

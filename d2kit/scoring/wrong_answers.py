@@ -264,7 +264,7 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                                         r"paused)\b",
                                         r"\b(gc|garbage[- ]collection|stop[- ]the[- ]world) paus\w*.{0,60}\bleader",
                                         r"\b(fenc\w*|epoch|term|token)\b.{0,60}\bleader", r"failover gap",
-                                        r"unique\b.{0,40}\b(fire|schedul|run|due)")),
+                                        r"unique\b.{0,40}\b(fire|schedul|run|due)"), alone=HARD_PART_ALONE),
     # The old leader named, but trusted to stop itself when its own session or lease ends: "a paused process cannot
     # fence itself" (the criterion's hire signal). It wakes from a pause still leading until it hears so, and its
     # dispatches land meanwhile, unless the leader's writes carry an epoch the store or workers compare, or the store's
