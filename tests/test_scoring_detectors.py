@@ -254,6 +254,13 @@ def test_one_leg_per_line_with_the_failure_named_on_each_is_one_failure(bullet: 
     assert [len(item.legs) for item in items] == [1, 1, 1], [(item.title, item.legs) for item in items]
 
 
+def _assert_each_failure_keeps_its_legs(failures: list[list[str]]) -> None:
+    """Each failure's lines, one per line or a paragraph each, read as one complete failure."""
+    for layout in ("\n".join, "\n\n".join):
+        text = _section(7, "\n\n".join(layout(lines) for lines in failures))
+        items = failure_items(parse(text))
+        assert [item.complete for item in items] == [True] * len(failures), [(i.title, i.legs) for i in items]
+
 def test_leg_lines_under_a_failure_named_on_its_own_line_are_its_legs():
     """"Worker dies." on a line, then "Detected: ...", "Contained: ...", "Recovered: ..." on the lines under it, in
     paragraphs or one per line without bullets: the labelled lines are that failure's legs, as they are under a bullet
@@ -264,10 +271,7 @@ def test_leg_lines_under_a_failure_named_on_its_own_line_are_its_legs():
                 ["Scheduler node dies.", "Detected: its shard lease rows stop being renewed, expiry after 10 s.",
                  "Contained: only its shards pause; the other nodes keep firing theirs.",
                  "Recovered: surviving nodes take the shards over and fire anything due from next_fire_at."]]
-    for layout in ("\n".join, "\n\n".join):
-        text = _section(7, "\n\n".join(layout(lines) for lines in failures))
-        items = failure_items(parse(text))
-        assert [item.complete for item in items] == [True, True], [(item.title, item.legs) for item in items]
+    _assert_each_failure_keeps_its_legs(failures)
     # a failure line with no legs under it stays a failure of its own, not another's leg
     items = failure_items(parse(_section(7, "\n\n".join(["\n".join(failures[0]), "Store failure: nothing planned."]))))
     assert len(items) == 2
@@ -282,10 +286,7 @@ def test_plain_labelled_lines_under_a_failure_named_on_its_own_line_are_its_legs
                 ["One planner dies.", "Noticed: an alert fires when a job's bookmark falls 60 s behind.",
                  "Kept small: its open transaction rolls back, so nothing half-planned is visible.",
                  "Back to normal: the other planners pick its jobs up on their next loop."]]
-    for layout in ("\n".join, "\n\n".join):
-        text = _section(7, "\n\n".join(layout(lines) for lines in failures))
-        items = failure_items(parse(text))
-        assert [item.complete for item in items] == [True, True], [(item.title, item.legs) for item in items]
+    _assert_each_failure_keeps_its_legs(failures)
     # a line that is no label ("Found" without its colon) stays a failure of its own
     items = failure_items(parse(_section(7, "\n".join([*failures[0], "Found jobs pile up after an outage."]))))
     assert len(items) == 2
