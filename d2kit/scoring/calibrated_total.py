@@ -84,9 +84,14 @@ def fit(pairs: list[Pair]) -> tuple[float, float]:
     return min(grid, key=worse)
 
 
+def _set_names(pairs: list[Pair]) -> list[str]:
+    """The sets, in the order they were retired (history keeps that order)."""
+    return list(dict.fromkeys(p[0] for p in pairs))
+
+
 def recent(pairs: list[Pair], sets: int = RECENT_SETS) -> list[Pair]:
-    """The pairs of the ``sets`` most recently retired sets (history is in the order the sets were retired)."""
-    names = list(dict.fromkeys(p[0] for p in pairs))[-sets:]
+    """The pairs of the ``sets`` most recently retired sets."""
+    names = _set_names(pairs)[-sets:]
     return [p for p in pairs if p[0] in names]
 
 
@@ -94,18 +99,19 @@ def forward_check(pairs: list[Pair], window: int | None = RECENT_SETS,
                   first: int = RECENT_SETS) -> tuple[int, float, int, float, int]:
     """In time order, from the ``first``-th set on: fit on the ``window`` sets before each set (all before it when
     None) and judge that set, summed: (in band, mean error) mapped, then raw, and how many pairs were judged."""
-    names = list(dict.fromkeys(p[0] for p in pairs))
-    in_band = error = raw_in_band = raw_error = judged = 0.0
+    names = _set_names(pairs)
+    in_band = raw_in_band = judged = 0
+    error = raw_error = 0.0
     for i in range(first, len(names)):
-        before = names[:i] if window is None else names[max(0, i - window):i]
+        before = [p for p in pairs if p[0] in names[:i]]
         test = [p for p in pairs if p[0] == names[i]]
-        fold_in_band, fold_error = judge(test, *fit([p for p in pairs if p[0] in before]))
+        fold_in_band, fold_error = judge(test, *fit(before if window is None else recent(before, window)))
         fold_raw_in_band, fold_raw_error = judge(test, mapped=False)
         in_band, error = in_band + fold_in_band, error + fold_error
         raw_in_band, raw_error, judged = raw_in_band + fold_raw_in_band, raw_error + fold_raw_error, judged + len(test)
     if not judged:
         return 0, 0.0, 0, 0.0, 0
-    return int(in_band), round(error / judged, 2), int(raw_in_band), round(raw_error / judged, 2), int(judged)
+    return in_band, round(error / judged, 2), raw_in_band, round(raw_error / judged, 2), judged
 
 
 def summary_line(results: dict | None) -> str:

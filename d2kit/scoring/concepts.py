@@ -119,6 +119,10 @@ JOB_WRITE_PATH = pattern(r"\bsinks?\b", r"downstream", r"side[- ]effect", r"\ble
                          r"\b(every|each|any) write\b", r"\b(results?|payments?|billing|output) (store|table|service|"
                          r"database|api)s?\b", r"\b(target|external|third[- ]party) (store|system|service|database)",
                          r"\bwrites? (the job|it) makes\b", r"\b(its|their) (own )?writes\b")
+# A token checked where something lands: on completion or any write (follow-up 1's first checker), and on the job's
+# own writes (its second).
+CHECKED_ON_A_WRITE = both(FENCE_CHECK, WRITE_PATH)
+CHECKED_ON_THE_JOBS_WRITES = both(FENCE_CHECK, JOB_WRITE_PATH)
 
 # "Jobs may check this token if they want; it is up to the job": a check nobody must make is a token nothing checks.
 OPTIONAL_CHECK = pattern(r"\b(may|might|could|can optionally|optionally)\b.{0,30}\b(check|verif|compar|reject)",
@@ -358,10 +362,10 @@ def lease_fencing(doc: Document) -> Finding:
                           "no worker lease or heartbeat that expires", also=LIVENESS)),
         (2 / 8, component(units, FENCING, "no fencing token per attempt")),
         (1.5 / 8, component(units, FENCING, "the fencing token is not checked on completion or on any write",
-                            also=both(FENCE_CHECK, WRITE_PATH), unless=NOT_THE_STORES_CHECK)),
+                            also=CHECKED_ON_A_WRITE, unless=NOT_THE_STORES_CHECK)),
         (1.5 / 8, component(units, FENCING, "the fencing token is not checked where the job's own writes land "
                             "(its sink, the downstream service): a zombie's side effects still land",
-                            also=both(FENCE_CHECK, JOB_WRITE_PATH), unless=NOT_THE_STORES_CHECK)),
+                            also=CHECKED_ON_THE_JOBS_WRITES, unless=NOT_THE_STORES_CHECK)),
     ])
     return _with_notes(lease_denied + token_denied, finding)
 
@@ -383,18 +387,21 @@ ANY_TOKEN = pattern(FENCING.pattern, r"\btokens?\b", rf"\b{FENCE_NUMBER}[_ ](num
                     r"\b(higher|newer|larger|greater|bigger) (\w+ )?(ticket|token|number|epoch|generation|version)")
 
 
+def _token_units(doc: Document) -> list[Unit]:
+    """The designed units, less those where the attempt denies having fencing tokens."""
+    return _unless_denied(doc, "fencing tokens", _designed(doc))[0]
+
+
 def has_token(doc: Document) -> bool:
     """The design has a fencing number of some kind (epoch, generation, ticket, token), not denied."""
-    units = _unless_denied(doc, "fencing tokens", _designed(doc))[0]
-    return bool(component(units, ANY_TOKEN, "").fraction)
+    return bool(component(_token_units(doc), ANY_TOKEN, "").fraction)
 
 
 def token_checked(doc: Document) -> bool:
     """A fencing number the design has is compared where a write or a completion lands: "increments the attempt
     count" that nothing ever compares fences nothing (the rubric's partial, "no token is checked anywhere")."""
-    units = _unless_denied(doc, "fencing tokens", _designed(doc))[0]
-    return bool(component(units, ANY_TOKEN, "", also=both(FENCE_CHECK, WRITE_PATH), unless=NOT_THE_STORES_CHECK)
-                .fraction)
+    return bool(component(_token_units(doc), ANY_TOKEN, "", also=CHECKED_ON_A_WRITE,
+                          unless=NOT_THE_STORES_CHECK).fraction)
 
 
 # The copy still running when its job is handed out again, and its late writes refused: what the rubric's no-hire
