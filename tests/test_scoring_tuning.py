@@ -33,8 +33,8 @@ def _of_class(name: str) -> list[str]:
 
 
 # Floors at what the scorer reached after the twenty-second change (rubric/calibration/SPLIT.md): 303 of 374 in band,
-# mean error 5.0 (300 and 5.2 when held-out v22 was folded in and the map fitted on the recent sets only).
-MOST_MISSES = 71
+# mean error 5.0; 332 of 406 and 5.0 once held-out v23 and v24 (three misses) were folded in.
+MOST_MISSES = 74
 MOST_MEAN_ERROR = 5.0  # the figure is rounded to one decimal
 
 
