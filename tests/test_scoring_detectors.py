@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from d2kit.scoring.arithmetic import calculations, find_calculation, quantities
-from d2kit.scoring.concepts import has_token
+from d2kit.scoring.concepts import has_token, token_checked
 from d2kit.scoring.document import parse, split_items
 from d2kit.scoring.failures import failure_items
 from d2kit.scoring.practice import render_attempt_template
@@ -310,6 +310,15 @@ def test_a_try_number_the_store_compares_is_a_fencing_number():
                              "highest try number seen per run and refuses a lower try number.")
     limit = _section(4, "Each job has max tries of 5; after the last try the run is marked dead and its owner is told.")
     assert has_token(parse(try_number)) and not has_token(parse(limit))
+
+
+def test_an_id_minted_anew_at_each_claim_and_matched_on_write_is_a_fencing_token():
+    """"Every claim gets a fresh lease_id; Complete is an UPDATE ... WHERE lease_id = ?": the stale holder's id no
+    longer matches the row, as SQS's receipt handle does. An id given once to the job is no such token."""
+    fresh = _section(4, "Every claim writes a fresh lease_id to the run row; heartbeats and Complete are UPDATE ... "
+                        "WHERE run_id = ? AND lease_id = ?, so a stale worker's write is rejected.")
+    once = _section(4, "Every job gets a job_id when it is created; Complete is UPDATE ... WHERE job_id = ?.")
+    assert token_checked(parse(fresh)) and not has_token(parse(once))
 
 
 def test_a_number_that_goes_up_every_time_the_run_is_handed_out_is_a_fencing_number():
