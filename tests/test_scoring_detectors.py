@@ -439,6 +439,15 @@ def test_a_unique_constraint_counts_for_double_fire_only_on_the_fire_time():
     assert _check(scheduled_for, "replica_double_fire") > 0
 
 
+def test_parts_with_exactly_one_owner_each_are_partitioned_ownership():
+    """Partitioned ownership, whatever the parts are called ("pieces", "groups"): each has exactly one owner at a
+    time, so one due time is fired by one scheduler copy. Owners named without saying there is one are not a guard."""
+    owned = _section(6, "The due times are split into 512 pieces; each piece has exactly one owner at a time among "
+                        "the three scheduler copies, and ownership moves through the store.")
+    named = _section(6, "The due times are split into 512 pieces, and the three scheduler copies read them.")
+    assert _check(owned, "replica_double_fire") > 0 and _check(named, "replica_double_fire") == 0
+
+
 def test_a_row_for_each_planned_run_is_an_execution_record():
     """The rubric's partial mark for "did it run?" is execution records, whatever the row is called."""
     for record in ("There is a runs table with one row for each planned run, with its state and outcome.",

@@ -168,6 +168,8 @@ OTHER_DOUBLE_FIRE_GUARDS = (
     r"(slice|bucket|partition|shard|range)s? (owner|ownership)",
     r"owns?\b.{0,20}\b(slice|bucket|partition|shard|range)s?\b", r"attribute_not_exists",
     r"(one|a single) (owner|planner|dispatcher) (per|for each) (slice|bucket|partition|shard)",
+    # partitioned ownership in any words for the part: "each of the 512 pieces has exactly one owner at a time"
+    r"\b(exactly|only) one owner\b",
     # SKIP LOCKED in plain words: "row locks, skipping rows someone else holds".
     r"\brow locks?\b", r"\bskip(s|ping)? (the )?rows?\b",
     # a put-if-absent in plain words: "created only if no item with this key exists", "written only if not there"
