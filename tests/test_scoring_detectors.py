@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from d2kit.scoring.arithmetic import calculations, find_calculation, quantities
-from d2kit.scoring.concepts import has_token
+from d2kit.scoring.concepts import has_token, token_checked
 from d2kit.scoring.document import parse, split_items
 from d2kit.scoring.failures import failure_items
 from d2kit.scoring.practice import render_attempt_template
@@ -312,6 +312,15 @@ def test_a_try_number_the_store_compares_is_a_fencing_number():
     assert has_token(parse(try_number)) and not has_token(parse(limit))
 
 
+def test_an_id_minted_anew_at_each_claim_and_matched_on_write_is_a_fencing_token():
+    """"Every claim gets a fresh lease_id; Complete is an UPDATE ... WHERE lease_id = ?": the stale holder's id no
+    longer matches the row, as SQS's receipt handle does. An id given once to the job is no such token."""
+    fresh = _section(4, "Every claim writes a fresh lease_id to the run row; heartbeats and Complete are UPDATE ... "
+                        "WHERE run_id = ? AND lease_id = ?, so a stale worker's write is rejected.")
+    once = _section(4, "Every job gets a job_id when it is created; Complete is UPDATE ... WHERE job_id = ?.")
+    assert token_checked(parse(fresh)) and not has_token(parse(once))
+
+
 def test_a_number_that_goes_up_every_time_the_run_is_handed_out_is_a_fencing_number():
     """The fencing token's textbook definition ("a number that increases every time the lock is granted") in plain
     words; a tally that grows is not one."""
@@ -428,6 +437,15 @@ def test_a_unique_constraint_counts_for_double_fire_only_on_the_fire_time():
     scheduled_for = _section(4, "executions keyed by (job_id, scheduled_for), so a second insert of an occurrence "
                                 "fails.")
     assert _check(scheduled_for, "replica_double_fire") > 0
+
+
+def test_parts_with_exactly_one_owner_each_are_partitioned_ownership():
+    """Partitioned ownership, whatever the parts are called ("pieces", "groups"): each has exactly one owner at a
+    time, so one due time is fired by one scheduler copy. Owners named without saying there is one are not a guard."""
+    owned = _section(6, "The due times are split into 512 pieces; each piece has exactly one owner at a time among "
+                        "the three scheduler copies, and ownership moves through the store.")
+    named = _section(6, "The due times are split into 512 pieces, and the three scheduler copies read them.")
+    assert _check(owned, "replica_double_fire") > 0 and _check(named, "replica_double_fire") == 0
 
 
 def test_a_row_for_each_planned_run_is_an_execution_record():

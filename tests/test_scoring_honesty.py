@@ -461,6 +461,17 @@ def test_a_mechanism_used_and_denied_is_flagged_as_a_contradiction():
     assert notes and "leases" in notes[0] and "line" in notes[0]
 
 
+def test_a_mechanism_compared_with_is_not_a_mechanism_used():
+    """"Compared with a leader, this has no failover gap": the design measured against what it does not build, not a
+    sentence that puts a leader to use ("via", "with"), so no contradiction of "I do not use leader election"."""
+    denied = "I do not use leader election; any dispatcher claims a due row with a conditional update."
+    compared = _section(6, f"{denied} Compared with a leader, this has no failover gap: a dispatcher that dies "
+                           "simply stops claiming and the others continue.")
+    assert not any(m.startswith("contradiction") for m in _check(compared, "replica_double_fire").missing)
+    used = _section(6, f"{denied} Due runs are read by a leader elected with an etcd lease, and handed to workers.")
+    assert any(m.startswith("contradiction") for m in _check(used, "replica_double_fire").missing)
+
+
 def test_a_rejection_that_contradicts_itself_or_gives_no_reason_is_not_reasoned():
     hollow = _section(9, "- **Postgres**: rejected because we use Postgres for everything else in the company.\n"
                          "- **etcd instead of ZooKeeper**: considered for a while; no strong preference either way.\n"

@@ -102,6 +102,9 @@ FENCING = pattern(r"\bfenc", r"\bepoch", r"monotonic(ally)?( increasing)? (token
                   rf"\b{FENCE_NUMBER}[_ ](number|no|num|count|counter|version)\b(?! of)"
                   r".{0,80}\b(higher|greater|highest|bigger|larger|newer|increment|bump|older|lower|stale)",
                   r"\bzxid",
+                  # an id minted anew at each claim and matched where the holder writes ("every claim gets a fresh
+                  # lease_id ... WHERE lease_id = ?"): the stale holder's id no longer matches (SQS's receipt handle)
+                  r"\b(new|fresh|different) `?(lease|claim|attempt|owner)[_ ](id|token)\b", r"\breceipt handle",
                   # what each take adds one to: a number or version is an order ("the run's turn number"); a
                   # count or counter tallies ("increments the retry counter") unless it is a fencing noun's.
                   r"(adds? one to|increments?|bumps?) (the |its |a )?(\w+'s )?(\w+ )?(number|version)\b",
@@ -165,6 +168,8 @@ OTHER_DOUBLE_FIRE_GUARDS = (
     r"(slice|bucket|partition|shard|range)s? (owner|ownership)",
     r"owns?\b.{0,20}\b(slice|bucket|partition|shard|range)s?\b", r"attribute_not_exists",
     r"(one|a single) (owner|planner|dispatcher) (per|for each) (slice|bucket|partition|shard)",
+    # partitioned ownership in any words for the part: "each of the 512 pieces has exactly one owner at a time"
+    r"\b(exactly|only) one owner\b",
     # SKIP LOCKED in plain words: "row locks, skipping rows someone else holds".
     r"\brow locks?\b", r"\bskip(s|ping)? (the )?rows?\b",
     # a put-if-absent in plain words: "created only if no item with this key exists", "written only if not there"

@@ -42,10 +42,11 @@ MECHANISMS = (
 DENIAL_BEFORE = re.compile(r"\b(no|without|(do|does|did|need)(n't| not)( need| use| have| require| put| add| want)?|"
                            r"never (use|need|put|add)s?|not (need|use|require)s?|"
                            r"nothing( \w+)? (uses|has|needs))\s+((any|a|an|the|such)\s+)?$", re.I)
-# The clause puts the mechanism to use, rather than naming it.
+# The clause puts the mechanism to use, rather than naming it. Not "compared with a leader": a comparison names the
+# alternative the design is measured against.
 USE = pattern(r"\bwe (use|rely on|keep|have|add|take|hold|run)\b", r"\b(uses|relies on|holds?|renews?|takes?|"
               r"tracks?|checks?|stores?|gets?|carries|carry|compares?)\b", r"\b(is|are) (used|kept|held|renewed|"
-              r"stored|checked|compared)\b", r"\b(via|through|with|by)\b")
+              r"stored|checked|compared)\b", r"(?<!compared )(?<!comparing )(?<!contrasted )\b(via|through|with|by)\b")
 
 
 @dataclass(frozen=True)
