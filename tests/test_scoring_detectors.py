@@ -261,6 +261,7 @@ def _assert_each_failure_keeps_its_legs(failures: list[list[str]]) -> None:
         items = failure_items(parse(text))
         assert [item.complete for item in items] == [True] * len(failures), [(i.title, i.legs) for i in items]
 
+
 def test_leg_lines_under_a_failure_named_on_its_own_line_are_its_legs():
     """"Worker dies." on a line, then "Detected: ...", "Contained: ...", "Recovered: ..." on the lines under it, in
     paragraphs or one per line without bullets: the labelled lines are that failure's legs, as they are under a bullet
