@@ -1,4 +1,5 @@
-"""The bench's Python profile (d2kit/bench/profile.py): py-spy's stacks summarised by function, and a real attach."""
+"""The bench's profile (d2kit/bench/profile.py): py-spy's stacks summarised by function, and a real attach; the
+database's backends sampled from pg_stat_activity on a real server."""
 
 from __future__ import annotations
 
@@ -6,11 +7,22 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from collections import Counter
 
 import pytest
+from sqlalchemy import text
 
-from d2kit.bench.profile import SAMPLES_PER_SECOND, PythonProfile, py_spy, top_functions
+from d2kit.bench.profile import (
+    SAMPLES_PER_SECOND,
+    DatabaseActivity,
+    PythonProfile,
+    backends_by_activity,
+    py_spy,
+    statement_name,
+    top_functions,
+)
 
 
 def test_a_functions_lines_add_up_and_shares_are_of_all_samples():
@@ -33,6 +45,55 @@ def test_a_functions_lines_add_up_and_shares_are_of_all_samples():
 
 def test_no_samples_is_an_empty_profile_not_an_error():
     assert top_functions([], seconds=2.0) == {"samples": 0, "gil_held_percent_of_one_core": 0.0, "top_self": []}
+
+
+def test_a_statement_is_named_by_the_function_it_calls_else_by_its_first_words():
+    assert statement_name("SELECT * FROM d2_claim('short', 'w1', 64, 30, 0.1)") == "d2_claim"
+    assert statement_name("SELECT token, accepted\n  FROM d2_complete ($1, $2, $3, $4)") == "d2_complete"
+    insert = "INSERT INTO jobs (tenant_id, name, handler) VALUES ($1, $2, $3)"
+    assert statement_name(insert) == "INSERT INTO jobs (tenant_id, name,"
+
+
+def test_backends_are_sample_counts_over_samples_and_idle_in_transaction_is_not_active():
+    counts = Counter({("d2_claim", "CPU"): 54, ("d2_claim", "Lock/transactionid"): 44,
+                      ("d2_complete", "CPU"): 27, ("d2_claim", "idle in transaction"): 10})
+    summary = backends_by_activity(counts, samples=100)
+    assert summary["mean_active_backends"] == 1.25                 # (54 + 44 + 27) / 100; the idle 10 excluded
+    assert summary["top"][0] == {"statement": "d2_claim", "activity": "CPU", "backends": 0.54}
+    assert [row["backends"] for row in summary["top"]] == [0.54, 0.44, 0.27, 0.1]
+
+
+def test_it_sees_a_backend_waiting_on_a_row_lock_and_the_holder_idle_in_its_transaction(engine):
+    """Two real backends: one holds a row lock and sits idle in its transaction, one waits for that lock inside a
+    d2_* call. The sampler must name each by its statement and activity."""
+    with engine.begin() as conn:
+        conn.execute(text("CREATE FUNCTION d2_wait_for_pool() RETURNS void LANGUAGE sql AS "
+                          "$$ SELECT 1 FROM pools WHERE name = 'short' FOR UPDATE $$"))
+    holder = engine.connect()
+    holder_tx = holder.begin()
+    holder.execute(text("SELECT 1 FROM pools WHERE name = 'short' FOR UPDATE"))
+    waiter_done = threading.Event()
+
+    def wait_for_the_lock():
+        with engine.begin() as conn:
+            conn.execute(text("SELECT d2_wait_for_pool()"))
+        waiter_done.set()
+
+    waiter = threading.Thread(target=wait_for_the_lock, daemon=True)
+    waiter.start()
+    activity = DatabaseActivity(engine)
+    activity.start()
+    time.sleep(0.6)
+    summary = activity.result()
+    holder_tx.rollback()
+    holder.close()
+    assert waiter_done.wait(10)
+    assert "not_run" not in summary, summary
+    rows = {(row["statement"], row["activity"]): row["backends"] for row in summary["top"]}
+    assert summary["samples"] >= 10
+    assert rows.get(("d2_wait_for_pool", "Lock/transactionid"), 0) > 0.8, rows    # waiting nearly every sample
+    assert rows.get(("SELECT 1 FROM pools WHERE", "idle in transaction"), 0) > 0.8, rows
+    assert summary["mean_active_backends"] < 1.2                   # the holder is idle, not active
 
 
 BUSY = textwrap.dedent("""
@@ -76,7 +137,10 @@ def test_the_load_tests_page_renders_the_profile_from_the_results_file(tmp_path,
                                       "database_self_us": {"d2_claim": 382.7, "d2_complete": 64.3}},
                "python_profile": {"worker": {"samples": 197, "gil_held_percent_of_one_core": 24.6, "top_self": [
                    {"function": "Worker.run (reference_impl/worker.py)", "self_share": 0.096, "total_share": 0.457}]},
-                   "scheduler": {"samples": 0, "gil_held_percent_of_one_core": 0.0, "top_self": []}}}
+                   "scheduler": {"samples": 0, "gil_held_percent_of_one_core": 0.0, "top_self": []}},
+               "database_activity": {"samples": 5900, "interval_ms": 10.0, "mean_active_backends": 1.41, "top": [
+                   {"statement": "d2_claim", "activity": "CPU", "backends": 0.54},
+                   {"statement": "d2_claim", "activity": "Lock/transactionid", "backends": 0.44}]}}
     path = tmp_path / "latest.json"
     path.write_text(json.dumps({"bench": {"profile": profile}}))
     monkeypatch.setattr(design_doc, "LOAD_RESULTS", path)
@@ -87,10 +151,16 @@ def test_the_load_tests_page_renders_the_profile_from_the_results_file(tmp_path,
     assert section.index("`d2_claim`") < section.index("`d2_complete`")  # biggest own time first
     assert "held the GIL 24.6% of one core" in section
     assert "| `Worker.run (reference_impl/worker.py)` | 9.6% | 45.7% |" in section
+    assert "on average\n1.41 were running a statement" in section
+    assert "| `d2_claim` | Lock/transactionid | 0.440 |" in section
+    assert section.index("PostgreSQL's backends") < section.index("**worker** processes")
 
     profile["python_profile"] = {"not_run": "py-spy is not installed"}
+    profile["database_activity"] = {"not_run": "pg_stat_activity could not be sampled: no samples"}
     path.write_text(json.dumps({"bench": {"profile": profile}}))
-    assert "The Python profile was not taken: py-spy is not installed." in design_doc.render("load-tests.md.j2")
+    page = design_doc.render("load-tests.md.j2")
+    assert "The Python profile was not taken: py-spy is not installed." in page
+    assert "The database's backends were not sampled: pg_stat_activity could not be sampled: no samples." in page
 
     path.write_text(json.dumps({"bench": {}}))
     assert "Not measured yet: `d2kit bench run --only profile`" in design_doc.render("load-tests.md.j2")

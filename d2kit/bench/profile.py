@@ -1,10 +1,17 @@
-"""Where the Python side's time goes: py-spy samples the scheduler and worker processes during a run.
+"""Where the time goes during a run: py-spy samples the scheduler and worker processes (the Python side), and
+pg_stat_activity is sampled for what PostgreSQL's backends are doing (the database side).
 
 py-spy (https://github.com/benfred/py-spy) attaches to a running process from outside, so what it sees is the
 real cluster under the benchmark's load, not a copy of it run under a profiler. It samples only threads that hold
 the GIL (``--gil``): those are the ones spending the process's CPU on Python; a handler thread waiting for work or
 a claim waiting on PostgreSQL is not counted. ``--nonblocking`` reads the stacks without pausing the process, so
 the profile does not slow what it measures.
+
+The embedded server has no ``pg_stat_statements``, so the database side is sampled instead, as the wait-event
+samplers of the field do (Oracle's ASH, pg_wait_sampling): every ``ACTIVITY_INTERVAL_SECONDS`` one query reads
+each backend's state, wait event and statement. A statement's count over the samples, divided by their number, is
+how many backends were in it on average: on CPU, waiting on a lock or for WAL to reach the disk, or idle inside an
+open transaction (the client's time between its statements).
 """
 
 from __future__ import annotations
@@ -14,13 +21,23 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Engine, text
+
 SAMPLES_PER_SECOND = 100
 TOP = 12
 _LINE = re.compile(r"\s*\(([^():]+?)(?::\d+)?\)$")  # "plan_job (reference_impl/materializer.py:61)"
+ACTIVITY_INTERVAL_SECONDS = 0.01
+# Every statement the cluster sends on the hot path calls one d2_* function; others are named by their first words.
+_FUNCTION = re.compile(r"\b(d2_\w+)\s*\(")
+ACTIVITY_SQL = text(
+    "SELECT state, coalesce(wait_event_type || '/' || wait_event, 'CPU'), query FROM pg_stat_activity"
+    " WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+    " AND state IN ('active', 'idle in transaction')")
 
 
 def py_spy() -> str | None:
@@ -95,4 +112,56 @@ def top_functions(raw_lines: list[str], seconds: float, top: int = TOP) -> dict[
         "gil_held_percent_of_one_core": round(100 * samples / (SAMPLES_PER_SECOND * seconds), 1),
         "top_self": [{"function": name, "self_share": round(n / samples, 3),
                       "total_share": round(anywhere[name] / samples, 3)} for name, n in own.most_common(top)],
+    }
+
+
+def statement_name(query: str) -> str:
+    """The d2_* function a statement calls, else its first five words."""
+    called = _FUNCTION.search(query)
+    return called.group(1) if called else " ".join(query.split()[:5])
+
+
+class DatabaseActivity(threading.Thread):
+    """Samples pg_stat_activity for the bench database's client backends until ``halt`` is set; ``result()``
+    says how many backends were, on average, in each (statement, activity): CPU, a wait event, or idle in
+    transaction."""
+
+    def __init__(self, engine: Engine):
+        super().__init__(name="database-activity", daemon=True)
+        self.engine = engine
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.samples = 0
+        self.halt = threading.Event()
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        try:
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                while not self.halt.is_set():
+                    for state, activity, query in conn.execute(ACTIVITY_SQL):
+                        in_transaction = state == "idle in transaction"
+                        self.counts[(statement_name(query), "idle in transaction" if in_transaction else activity)] += 1
+                    self.samples += 1
+                    self.halt.wait(ACTIVITY_INTERVAL_SECONDS)
+        except Exception as exc:  # reported by result(): a sampler that fell over has no figures
+            self.error = exc
+
+    def result(self, top: int = TOP) -> dict[str, Any]:
+        self.halt.set()
+        self.join()
+        if self.error or not self.samples:
+            return {"not_run": f"pg_stat_activity could not be sampled: {self.error or 'no samples'}"}
+        return backends_by_activity(self.counts, self.samples, top)
+
+
+def backends_by_activity(counts: Counter[tuple[str, str]], samples: int, top: int = TOP) -> dict[str, Any]:
+    """Sample counts per (statement, activity) as mean backends, the busiest first."""
+    busy = sum(n for (_, activity), n in counts.items() if activity != "idle in transaction")
+    return {
+        "samples": samples,
+        "interval_ms": ACTIVITY_INTERVAL_SECONDS * 1000,
+        "mean_active_backends": round(busy / samples, 2),
+        "top": [{"statement": statement, "activity": activity, "backends": round(n / samples, 3)}
+                for (statement, activity), n in counts.most_common(top)],
     }

@@ -23,7 +23,7 @@ from sqlalchemy import Engine, text
 from d2kit import capacity
 from d2kit.bench import harness
 from d2kit.bench.harness import ClusterShape, Progress, quiet
-from d2kit.bench.profile import PythonProfile
+from d2kit.bench.profile import DatabaseActivity, PythonProfile
 
 PEAK_RATE = capacity.peak_rate()     # the design's peak, executions/s: what the parts offer
 LAG_LIMIT_MS = 100.0          # the issue's fire-lag goal: p99 scheduled time -> handler start
@@ -44,7 +44,8 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
               with_series: bool = False, with_profile: bool = False, progress: Progress = quiet) -> dict[str, Any]:
     """``rate`` executions/s offered for ``seconds`` (plus warm-up) through the full path; measured over the
     steady part. With ``snapshot``, a REPEATABLE READ transaction holds its snapshot open for part of the run.
-    With ``with_profile``, py-spy samples the scheduler and worker processes over the steady part."""
+    With ``with_profile``, py-spy samples the scheduler and worker processes over the steady part, and
+    pg_stat_activity what the database's backends are doing."""
     with harness.rig(shape) as rig:
         # The first fire time lies beyond the generator's lead: jobs then arrive at the offered rate from the
         # start, instead of a burst of LEAD_SECONDS' worth that the materialiser would first have to catch up.
@@ -58,6 +59,9 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
         meter.start()
         sampler.start()
         python = PythonProfile(rig.components(), seconds) if with_profile else None
+        activity = DatabaseActivity(rig.engine) if with_profile else None
+        if activity:
+            activity.start()
         snapshot_window = _hold_snapshot(rig, snapshot, start, load, progress) if snapshot else None
         # The generator writes each job LEAD_SECONDS before it fires, so it finishes that much before the last
         # fire time: wait for the fire times themselves, or the drain below would find the last jobs not yet
@@ -67,6 +71,8 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
             time.sleep(min(1.0, max(0.05, (load.end - rig.db_now()).total_seconds())))
         load.join()
         meter.stop()
+        if activity:
+            activity.halt.set()
         sampler.halt.set()
         queue_rows, history_rows = harness.record_sizes(rig.engine)
         rss = rig.peak_rss()
@@ -103,6 +109,8 @@ def sustained(shape: ClusterShape, rate: float, seconds: float, *, snapshot: Hel
             result["held_snapshot"] = _snapshot_effect(rig, snapshot_window, rate)
         if python:
             result["python_profile"] = python.result()
+        if activity:
+            result["database_activity"] = activity.result()
         if with_series:
             result["series"] = harness.series(rig.engine, start, load.end + timedelta(seconds=5))
             result["backlog_series"] = [{"t": t, "backlog": b} for t, b in sampler.samples]
