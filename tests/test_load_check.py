@@ -91,3 +91,12 @@ def test_every_part_is_recorded_with_the_load_before_and_during(monkeypatch):
         assert load["before"]["cores"] >= 1 and load["before"]["load_average_1m"] >= 0
         assert load["during"]["postgres_counted"]  # the embedded server runs on this machine
         assert 0 <= load["during"]["other_processes_percent"] <= load["during"]["machine_busy_percent"]
+
+
+def test_the_full_maximum_rate_steps_reach_the_goal_the_check_judges():
+    """A maximum-rate search whose last step is below the goal could never show the goal met."""
+    from d2kit.bench import cli as bench_cli
+
+    goal = check.MAX_RATE_OVER_PEAK * bench_cli.PEAK_RATE
+    assert max(bench_cli.FULL.rates) >= goal
+    assert list(bench_cli.FULL.rates) == sorted(bench_cli.FULL.rates)   # stepped up: the search stops at a failure
