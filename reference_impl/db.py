@@ -97,7 +97,14 @@ def driver_connection(engine: Engine) -> Iterator[psycopg.Connection]:
     """psycopg's own connection, checked out of ``engine``'s pool, for a loop that calls one statement many times a
     second (a worker's claim, heartbeat and completion). SQLAlchemy's result machinery costs about 200 us of CPU a
     call on top of psycopg's (measured: 298 against 102 us for an empty claim), which at a 20 ms poll was most of
-    an idle worker's CPU. A connection whose statement failed at the connection level is dropped, not pooled."""
+    an idle worker's CPU. A connection whose statement failed at the connection level is dropped, not pooled.
+
+    Arrays on these paths (a worker's completions and heartbeats, the materialiser's fire times) go in PostgreSQL's
+    binary format, psycopg's placeholder ``%b``: psycopg builds a text array element by element in Python, and that
+    was the largest single cost of the scheduler's Python at 6,000 executions/s (31%) and 10% of a worker's.
+    Measured: four 32-element arrays (tokens, flags, texts, times) dump in 136 us as text, 30 us in binary. A binary
+    list is typed by its values (small ints go as smallint[]; an empty or all-NULL list has no type), so each such
+    parameter is cast to its type in the statement."""
     pooled = engine.raw_connection()
     try:
         yield pooled.driver_connection

@@ -52,7 +52,10 @@ PARK_FOR = timedelta(minutes=1)
 # A job that cannot be planned is not dropped: it keeps its cursor, says why, and is tried again later.
 PARK_SQL = text("UPDATE jobs SET schedule_error = :error, next_fire_at = now() + make_interval(secs => :retry)"
                 " WHERE id = :id")
-MATERIALISE_SQL = text("SELECT d2_materialise(:job_ids, :fire_ats, :reasons, :cursor_ids, :throughs, :nexts)")
+# In psycopg's own placeholders (exec_driver_sql), so that its arrays go in binary (db.driver_connection says why).
+MATERIALISE_SQL = ("SELECT d2_materialise(CAST(%(job_ids)b AS bigint[]), CAST(%(fire_ats)b AS timestamptz[]),"
+                   " CAST(%(reasons)b AS text[]), CAST(%(cursor_ids)b AS bigint[]),"
+                   " CAST(%(throughs)b AS timestamptz[]), CAST(%(nexts)b AS timestamptz[]))")
 
 
 def plan_job(job, now: datetime) -> tuple[list[schedule.FireTime], datetime, datetime | None]:
@@ -113,6 +116,6 @@ def materialise(conn: Connection, jobs) -> int:
         cursor_ids.append(job.id)
         throughs.append(through)
         nexts.append(next_fire)
-    return conn.execute(MATERIALISE_SQL, {"job_ids": job_ids, "fire_ats": fire_ats, "reasons": reasons,
-                                          "cursor_ids": cursor_ids, "throughs": throughs,
-                                          "nexts": nexts}).scalar_one()
+    return conn.exec_driver_sql(MATERIALISE_SQL, {
+        "job_ids": job_ids, "fire_ats": fire_ats, "reasons": reasons, "cursor_ids": cursor_ids, "throughs": throughs,
+        "nexts": nexts}).scalar_one()

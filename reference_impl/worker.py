@@ -44,10 +44,13 @@ from reference_impl.lease import POOL_LEASE_SECONDS, SAFETY_MARGIN_FRACTION, Lea
 
 log = logging.getLogger("d2kit.worker")
 
-# psycopg's own placeholders: these go through db.driver_connection, not SQLAlchemy (see there why).
+# psycopg's own placeholders: these go through db.driver_connection, not SQLAlchemy, and arrays go in binary, cast
+# to their types (%b; both explained there).
 CLAIM_SQL = "SELECT * FROM d2_claim(%(pool)s, %(worker)s, %(n)s, %(lease)s, %(ahead)s)"
-HEARTBEAT_SQL = "SELECT * FROM d2_heartbeat(%(worker)s, %(tokens)s, %(started)s, %(lease)s, %(clock)s)"
-COMPLETE_SQL = "SELECT * FROM d2_complete(%(tokens)s, %(ok)s, %(errors)s, %(started)s)"
+HEARTBEAT_SQL = ("SELECT * FROM d2_heartbeat(%(worker)s, CAST(%(tokens)b AS bigint[]),"
+                 " CAST(%(started)b AS timestamptz[]), %(lease)s, %(clock)s)")
+COMPLETE_SQL = ("SELECT * FROM d2_complete(CAST(%(tokens)b AS bigint[]), CAST(%(ok)b AS boolean[]),"
+                " CAST(%(errors)b AS text[]), CAST(%(started)b AS timestamptz[]))")
 DISTRUST_SQL = (
     "INSERT INTO lease_distrust (token, worker_id, source, distrusted_by, handler_stopped_by)"
     " SELECT t, %(worker)s, s, d, h FROM unnest(CAST(%(tokens)s AS bigint[]), CAST(%(sources)s AS text[]),"
