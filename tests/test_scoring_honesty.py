@@ -524,6 +524,10 @@ def test_a_workflow_engines_event_history_is_the_execution_record():
     # the operational cost
     ["**A ready-made workflow product.** It's another cluster to run, with its own upgrades.",
      "**Redis sorted sets.** One more system to operate, and a failover can lose acknowledged schedules."],
+    # what the alternative lacks (h24-03, h23-13, h19-07, h18-07, h7-02 say it so)
+    ["**SQS with a visibility timeout.** The message comes back after the timeout, and the queue has no epoch to "
+     "reject the first copy's writes.",
+     "**Kafka as the job queue.** It offers no per-message acknowledgement or delay for a job due at any time."],
 ])
 def test_a_reason_in_the_words_practitioners_use_is_a_reason(said: list[str]):
     cronjobs = "**Kubernetes CronJobs.** A pod per run at 833 runs a second is far too heavy for the API server."
