@@ -425,6 +425,9 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "Because the store checks the token on every write, the worker does not need to check anything itself.",
     "The fencing token comes from a database sequence, never from a timestamp or a worker's clock.",
     "Lease times are all set with the database's now(), so the worker's own clock doesn't matter for expiry.",
+    # the trust denied by "nothing depends on it" (h23-10: expiry on one clock only, then this)
+    "Expiry is decided on the owner's monotonic clock alone. NTP keeps the wall clocks close, but nothing "
+    "correctness-related depends on that.",
     # The worker giving up by elapsed time on its own monotonic clock is the right answer, not one sent elsewhere.
     "The worker also gives up on its own: if 25 s pass on its monotonic clock without a renewal, it kills the job.",
     "A worker only ever gives up early, by elapsed time on its own monotonic clock.",

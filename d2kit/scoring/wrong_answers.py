@@ -228,6 +228,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 # "NTP keeps them close, but we never compare clocks: only the database's now() decides"; "lease times
                 # are set with the database's now(), so the worker's own clock doesn't matter"
                 unless=pattern(r"\b(never|not|don'?t|do not|nobody) (compares?|relys?|relies|depends?|trusts?)\b",
+                               # "NTP keeps the wall clocks close, but nothing correctness-related depends on that"
+                               r"\bnothing\b(\s[\w-]+){0,2}\s(depends?|relies|rests?) on\b",
                                r"\bonly the (database|db|store|server)'?s?\b",
                                r"\bclocks? (\w+ ){0,3}(doesn'?t|does not|don'?t|do not|never) matters?\b",
                                # due times read on the reader's own clock are what every scheduler does: the wrong
