@@ -158,7 +158,10 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("lease_fencing", "fencing tokens said to stop a second copy from running (they stop its writes)",
                 pattern(r"fenc\w*\b.{0,80}\b(two workers|second copy|two copies|split[- ]brain)\b.{0,30}\b(never|"
                         r"impossible|cannot|can'?t)\b",
-                        r"(split[- ]brain|a second copy|two copies)\b.{0,20}\b(is |are )?impossible"), 3 / 8),
+                        r"(split[- ]brain|a second copy|two copies)\b.{0,20}\b(is |are )?impossible"), 3 / 8,
+                # "the primary key (job_id, due_at) makes a second copy impossible": a second row of the occurrence,
+                # which a unique key does refuse (follow-up 2's answer, not a token's)
+                unless=pattern(r"\b(primary|unique|composite) key\b", r"\bunique (constraint|index)\b")),
     WrongAnswer("lease_fencing", "the token not checked where the write lands (the lease trusted to be exclusive)",
                 pattern(r"(write path|store|database|sink|storage|downstream|service)s?\b.{0,30}\b(does not|doesn'?t|"
                         r"do not|don'?t|never|need not|needn'?t)\b.{0,20}\b(check|verify|validate|compare)\w*\b.{0,20}"
