@@ -425,6 +425,8 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "Because the store checks the token on every write, the worker does not need to check anything itself.",
     "The fencing token comes from a database sequence, never from a timestamp or a worker's clock.",
     "Lease times are all set with the database's now(), so the worker's own clock doesn't matter for expiry.",
+    # every replica firing named as the alternative not taken (h24-07)
+    "I chose a leader over letting all three nodes fire because it keeps the hot path simple.",
     # a second row of one occurrence, which a key does refuse (h25-02), not a token said to stop a second run
     "The primary key (job_id, due_at) makes a second copy impossible, even from a planner that froze and woke up late.",
     # the trust denied by "nothing depends on it" (h23-10: expiry on one clock only, then this)

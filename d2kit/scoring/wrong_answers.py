@@ -308,7 +308,9 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"(each|every|all) (of the )?(\w+ ){0,2}(replicas?|schedulers?|nodes?|instances?) (is|are) (the |a )?"
         r"leaders? (for|of) (all|every)\b",
         r"(each|every|all) (of the )?(\w+ ){0,2}(replicas?|schedulers?|nodes?|instances?) elects? (itself|themselves)"),
-        0.0),
+        0.0,
+        # "I chose a leader over letting all three nodes fire": the alternative weighed and not taken
+        unless=pattern(r"\b(over|instead of|rather than|not) (having|letting|making) (all|every|each)\b")),
     WrongAnswer("replica_double_fire", "a second occurrence overwrites the first (the last insert wins) instead of "
                 "being refused", pattern(r"\b(latest|last)[- ](\w+[- ]){0,2}(insert|write|writer|replica)'?s?"
                                          r"( \w+)? wins\b"), 0.6),
