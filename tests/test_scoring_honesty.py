@@ -535,6 +535,11 @@ def test_a_workflow_engines_event_history_is_the_execution_record():
     ["**SQS with a visibility timeout.** The message comes back after the timeout, and the queue has no epoch to "
      "reject the first copy's writes.",
      "**Kafka as the job queue.** It offers no per-message acknowledgement or delay for a job due at any time."],
+    # the cost as it grows (h22-12)
+    ["**Quartz in clustered mode.** It coordinates through row locks in the database, and lock contention grows with "
+     "the number of nodes.",
+     "**Workers polling the database directly.** 160 workers polling every second is a lot of constant load on MySQL "
+     "for mostly empty results."],
 ])
 def test_a_reason_in_the_words_practitioners_use_is_a_reason(said: list[str]):
     cronjobs = "**Kubernetes CronJobs.** A pod per run at 833 runs a second is far too heavy for the API server."
