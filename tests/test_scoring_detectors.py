@@ -293,6 +293,22 @@ def test_plain_labelled_lines_under_a_failure_named_on_its_own_line_are_its_legs
     assert len(items) == 2
 
 
+@pytest.mark.parametrize("label", ["Damage stopped", "Damage limited", "Damage contained"])
+def test_the_damage_stopped_as_a_label_is_the_containment_leg(label: str):
+    """"Damage stopped:" on the line under a failure named on its own line is its containment, as a column headed
+    "What stops the damage" already is (h22-01: each such line was read as a failure of its own, 0 of 5 complete)."""
+    failures = [["Worker process dies mid-run.", "Noticed: its hold runs out by the database clock within 30 s.",
+                 f"{label}: a dead process writes nothing; the sweeper's update is conditional on the old try.",
+                 "Back to normal: the run is handed out again with the next try number."],
+                ["One planner dies.", "Noticed: an alert fires when a job's bookmark falls 60 s behind.",
+                 f"{label}: its open transaction rolls back, so nothing half-planned is visible.",
+                 "Back to normal: the other planners pick its jobs up on their next loop."]]
+    _assert_each_failure_keeps_its_legs(failures)
+    # the words without their colon are no label: the line stays a failure of its own
+    items = failure_items(parse(_section(7, "\n".join([*failures[0], "Damage stopped spreading after the outage."]))))
+    assert len(items) == 2
+
+
 def test_a_turn_number_is_a_fencing_number_for_a_cut_off_workers_containment():
     """A partitioned worker's containment needs a fencing number somewhere in the design; plain write-ups call it a
     turn number as others call it a ticket or generation number."""

@@ -425,6 +425,13 @@ def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():
     "Because the store checks the token on every write, the worker does not need to check anything itself.",
     "The fencing token comes from a database sequence, never from a timestamp or a worker's clock.",
     "Lease times are all set with the database's now(), so the worker's own clock doesn't matter for expiry.",
+    # every replica firing named as the alternative not taken (h24-07)
+    "I chose a leader over letting all three nodes fire because it keeps the hot path simple.",
+    # a second row of one occurrence, which a key does refuse (h25-02), not a token said to stop a second run
+    "The primary key (job_id, due_at) makes a second copy impossible, even from a planner that froze and woke up late.",
+    # the trust denied by "nothing depends on it" (h23-10: expiry on one clock only, then this)
+    "Expiry is decided on the owner's monotonic clock alone. NTP keeps the wall clocks close, but nothing "
+    "correctness-related depends on that.",
     # The worker giving up by elapsed time on its own monotonic clock is the right answer, not one sent elsewhere.
     "The worker also gives up on its own: if 25 s pass on its monotonic clock without a renewal, it kills the job.",
     "A worker only ever gives up early, by elapsed time on its own monotonic clock.",
@@ -524,6 +531,15 @@ def test_a_workflow_engines_event_history_is_the_execution_record():
     # the operational cost
     ["**A ready-made workflow product.** It's another cluster to run, with its own upgrades.",
      "**Redis sorted sets.** One more system to operate, and a failover can lose acknowledged schedules."],
+    # what the alternative lacks (h24-03, h23-13, h19-07, h18-07, h7-02 say it so)
+    ["**SQS with a visibility timeout.** The message comes back after the timeout, and the queue has no epoch to "
+     "reject the first copy's writes.",
+     "**Kafka as the job queue.** It offers no per-message acknowledgement or delay for a job due at any time."],
+    # the cost as it grows (h22-12)
+    ["**Quartz in clustered mode.** It coordinates through row locks in the database, and lock contention grows with "
+     "the number of nodes.",
+     "**Workers polling the database directly.** 160 workers polling every second is a lot of constant load on MySQL "
+     "for mostly empty results."],
 ])
 def test_a_reason_in_the_words_practitioners_use_is_a_reason(said: list[str]):
     cronjobs = "**Kubernetes CronJobs.** A pod per run at 833 runs a second is far too heavy for the API server."

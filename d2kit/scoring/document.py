@@ -342,7 +342,9 @@ def parse_file(path: Path) -> Document:
 # or tersely "seen: ... held: ... fixed: ..." (h7-02), "Seen: ... Contained: ... Back: ..." (h19-16). The short words
 # are labels only with their colon ("back-off", "seen by the reaper", "held by" are not). failures.py reads the legs
 # by them; here they keep a leg's line on its failure.
-PLAIN_LABELS = {"detection": r"noticed|found|seen(?=:)", "containment": r"kept (?:small|from spreading)|held(?=:)",
+PLAIN_LABELS = {"detection": r"noticed|found|seen(?=:)",
+                # the damage's limit said as a label, as the column headings say it ("What stops the damage")
+                "containment": r"kept (?:small|from spreading)|held(?=:)|damage (?:stopped|limited|contained)",
                 "recovery": r"back to normal|(?:back|fixed)(?=:)"}
 # "Detection: ...", "**Containment** - ...", and in plain words "Noticed: ...", "Back to normal: ...": a line that is
 # one leg of a failure, never a new failure.

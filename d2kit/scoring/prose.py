@@ -40,6 +40,11 @@ REASON = re.compile(
     r"expensive|overkill|doesn't|does not|won't|harder|slower|worse|without|only if|unless|"
     r"given that|the price|otherwise|why|needed|unnecessary|simpler|enough|so|lost|gap|pins?|starves?|"
     r"no (\w+[- ])?(lease|fencing|ordering|guarantee|support|way)|"
+    # what the alternative lacks: "has no epoch to reject the stale one", "offers no per-message ack"
+    r"(has|have|had|gives?|offers?|keeps?|provides?) no|"
+    # the cost as it grows: "lock contention grows with the number of nodes", "struggles at high trigger rates",
+    # "a lot of constant load on MySQL", "a push queue is cheaper"
+    r"contention|grows? with|struggles?|(constant|extra|more|heavy) load|cheaper|costlier|"
     # "we'd be rebuilding the timers", "its loop isn't designed for 50k runs a minute"
     r"(we|i|it|they|you)'d (be|have|need|lose|pay|spend|rebuild|reinvent|re-?implement|own|run)|"
     # the operational cost: "it's another cluster to run", "one more system to operate"

@@ -158,7 +158,10 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
     WrongAnswer("lease_fencing", "fencing tokens said to stop a second copy from running (they stop its writes)",
                 pattern(r"fenc\w*\b.{0,80}\b(two workers|second copy|two copies|split[- ]brain)\b.{0,30}\b(never|"
                         r"impossible|cannot|can'?t)\b",
-                        r"(split[- ]brain|a second copy|two copies)\b.{0,20}\b(is |are )?impossible"), 3 / 8),
+                        r"(split[- ]brain|a second copy|two copies)\b.{0,20}\b(is |are )?impossible"), 3 / 8,
+                # "the primary key (job_id, due_at) makes a second copy impossible": a second row of the occurrence,
+                # which a unique key does refuse (follow-up 2's answer, not a token's)
+                unless=pattern(r"\b(primary|unique|composite) key\b", r"\bunique (constraint|index)\b")),
     WrongAnswer("lease_fencing", "the token not checked where the write lands (the lease trusted to be exclusive)",
                 pattern(r"(write path|store|database|sink|storage|downstream|service)s?\b.{0,30}\b(does not|doesn'?t|"
                         r"do not|don'?t|never|need not|needn'?t)\b.{0,20}\b(check|verify|validate|compare)\w*\b.{0,20}"
@@ -228,6 +231,8 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                 # "NTP keeps them close, but we never compare clocks: only the database's now() decides"; "lease times
                 # are set with the database's now(), so the worker's own clock doesn't matter"
                 unless=pattern(r"\b(never|not|don'?t|do not|nobody) (compares?|relys?|relies|depends?|trusts?)\b",
+                               # "NTP keeps the wall clocks close, but nothing correctness-related depends on that"
+                               r"\bnothing\b(\s[\w-]+){0,2}\s(depends?|relies|rests?) on\b",
                                r"\bonly the (database|db|store|server)'?s?\b",
                                r"\bclocks? (\w+ ){0,3}(doesn'?t|does not|don'?t|do not|never) matters?\b",
                                # due times read on the reader's own clock are what every scheduler does: the wrong
@@ -303,7 +308,9 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         r"(each|every|all) (of the )?(\w+ ){0,2}(replicas?|schedulers?|nodes?|instances?) (is|are) (the |a )?"
         r"leaders? (for|of) (all|every)\b",
         r"(each|every|all) (of the )?(\w+ ){0,2}(replicas?|schedulers?|nodes?|instances?) elects? (itself|themselves)"),
-        0.0),
+        0.0,
+        # "I chose a leader over letting all three nodes fire": the alternative weighed and not taken
+        unless=pattern(r"\b(over|instead of|rather than|not) (having|letting|making) (all|every|each)\b")),
     WrongAnswer("replica_double_fire", "a second occurrence overwrites the first (the last insert wins) instead of "
                 "being refused", pattern(r"\b(latest|last)[- ](\w+[- ]){0,2}(insert|write|writer|replica)'?s?"
                                          r"( \w+)? wins\b"), 0.6),
