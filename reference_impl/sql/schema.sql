@@ -273,6 +273,7 @@ CREATE OR REPLACE VIEW all_attempts AS
 -- trigger is a FRACTION of the table (20%), so the bigger the history, the longer dead entries pile up in the claim's
 -- indexes between vacuums (measured: drains slowing round after round on an 11M-row table, never vacuumed). A fixed
 -- count keeps vacuum's rhythm independent of table size; the visibility map lets it skip the pages nobody changed.
+--
 -- Room left free on each page at insert (fillfactor): an update whose new version does not fit on its row's page
 -- goes to another page, and PostgreSQL first writes a lock record for the old version (so it can release the page
 -- while it looks for room), dirties two pages instead of one, and can never be HOT. Every execution updates its
