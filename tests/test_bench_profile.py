@@ -254,3 +254,29 @@ def test_section_8_prices_the_poll_period_from_the_measured_run(tmp_path, monkey
 
     path.write_text(json.dumps({"bench": {}}))
     assert "its period is a price" not in design_doc.render_reference_design()
+
+
+def test_the_peers_section_gives_each_rounds_ratio_and_their_median(tmp_path, monkeypatch):
+    """A ratio of medians can hide how far apart the rounds were: the page also gives each round's ratio (the
+    rounds alternate, so round i of ours pairs with round i of theirs) and the median of those ratios."""
+    from d2kit.site import design_doc
+
+    peers = {"rounds": 3,
+             "medians": {"ours": {"sustained": 9847.2, "p99_lag_ms_at_833": 0.9, "drain": 13485.8},
+                         "pgqueuer": {"sustained": 6347.8, "p99_lag_ms_at_833": 11.4, "drain": 8598.5}},
+             "runs": {"ours": {"sustained": [7980.4, 9847.2, 11052.2], "p99_lag_ms_at_833": [1.2, 0.8, 0.9],
+                               "drain": [13485.8, 14447.2, 12356.8]},
+                      "pgqueuer": {"sustained": [6347.8, 7129.4, 5850.0], "p99_lag_ms_at_833": [12.7, 11.3, 11.4],
+                                   "drain": [8598.5, 8612.3, 7360.2]}}}
+    path = tmp_path / "latest.json"
+    path.write_text(json.dumps({"bench": {"peers": peers}}))
+    monkeypatch.setattr(design_doc, "LOAD_RESULTS", path)
+    section = design_doc.render("load-tests.md.j2", site=True).split(
+        "## Against other PostgreSQL queues", 1)[1].split("\n## ", 1)[0]
+    said = " ".join(section.split())
+    assert "| pgqueuer | 6,348 (5,850–7,129) |" in section
+    # 7980.4 / 6347.8, 9847.2 / 7129.4, 11052.2 / 5850.0: the middle one, not the ratio of the medians (1.55)
+    assert "sustained 1.26 / 1.38 / 1.89 (median 1.38)" in said
+    assert "drain 1.57 / 1.68 / 1.68 (median 1.68)" in said
+    assert "p99 start delay, theirs over ours, 10.58 / 14.13 / 12.67 (median 12.67)" in said
+    assert "**ours**" not in said
