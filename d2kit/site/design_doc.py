@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -343,7 +344,7 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,  # markdown, not HTML
     )
-    env.filters.update(n=fmt_number, size=fmt_bytes, dur=fmt_duration, pct=fmt_percent)
+    env.filters.update(n=fmt_number, size=fmt_bytes, dur=fmt_duration, pct=fmt_percent, median=statistics.median)
     return env
 
 
