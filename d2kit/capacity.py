@@ -60,7 +60,8 @@ def bytes_per_execution(storage: Mapping[str, float]) -> float:
 
 
 def claim_ceiling_per_second(claim_batch: int, claim_transaction_ms: float) -> float:
-    """d2_claim serialises on the pool row: one claim transaction at a time per pool."""
+    """d2_claim serialises on its sub-pool's lock: one claim transaction at a time per sub-pool (a pool is one
+    sub-pool unless it is split)."""
     return claim_batch * 1000 / claim_transaction_ms
 
 

@@ -46,7 +46,7 @@ DUE_JOBS = 500             # due one-shot jobs for a materialise pass (each pass
 # The claim statement inside d2_claim, and the plpgsql variables it reads, bound to literals for EXPLAIN.
 CLAIM_STATEMENT = re.compile(r"RETURN QUERY\s+(WITH\b.*?);\s*GET DIAGNOSTICS", re.S)
 CLAIM_VARIABLES = {"p_pool": f"'{POOL}'", "p_worker": "'limits-explain'", "v_allow": str(BATCH),
-                   "p_lease_seconds": "30", "v_due_by": "now()"}
+                   "p_lease_seconds": "30", "v_due_by": "now()", "v_sub_pools": "1", "v_sub": "0"}
 
 
 @dataclass
@@ -235,7 +235,7 @@ def vacuum_dead_tuples(engine: Engine) -> int:
 
 def concurrent_claimers(engine: Engine, claimers: int, seconds: float) -> dict[str, Any]:
     """``claimers`` threads claiming from one pool for ``seconds``: claims/s, and how often pg_stat_activity
-    caught them waiting on a lock (the pool row every claim takes)."""
+    caught them waiting on a lock (the sub-pool lock every claim takes)."""
     stop = threading.Event()
     done: list[int] = []
     waits = {"samples": 0, "waiting_on_lock": 0}
@@ -382,14 +382,15 @@ def _where_it_hurts(small, big, large, baseline, held_tail, walked, one, four) -
         f"* **Claimers on one pool serialise.** {one['claim_cycles_per_s']} claim cycles/s (batch {BATCH}) with one "
         f"claimer, {four['claim_cycles_per_s']} with four (active claims seen waiting on a lock: "
         f"{four['active_claims_seen_waiting_on_a_lock']}). That is the price of exact per-tenant caps and one "
-        "admission bucket per pool: the pool row lock.",
+        "admission bucket per pool: the claim's lock (one per sub-pool; this pool is one).",
         "",
         "**What the design does next, in order:** batch the claim and the completion (one round trip for many "
         "occurrences); replace tight polling with LISTEN/NOTIFY plus a slow poll; keep history out of the hot "
         "table (built: finished executions move to execution_history after an hour, partitioned by day, and "
         "retention drops whole days instead of deleting rows) with autovacuum tuned per table; forbid long "
         "transactions on the primary (statement and idle-in-transaction timeouts, analytics on a replica); split "
-        "a hot pool into several pool rows (caps per shard); past one primary's write rate, shard pools across "
+        "a hot pool into sub-pools by tenant hash (built: pools.sub_pools; caps stay exact per tenant); past one "
+        "primary's write rate, shard pools across "
         "databases or move the ready queue to a partitioned log (Kafka) and keep PostgreSQL as the system of "
         "record for occurrences and attempts.",
     ])

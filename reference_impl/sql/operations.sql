@@ -6,7 +6,7 @@
 --                    (d2_enqueue applies the overlap policy to one fire time)
 --   d2_trigger       API/CLI: a manual run now, decided by the job's overlap policy like a scheduled one
 --   d2_claim         workers: take ready occurrences (and, ahead, those due within a poll), start attempts
---                    with a lease and a fencing token
+--                    with a lease and a fencing token, one claimer per sub-pool at a time (d2_sub_pool)
 --                    (d2_refresh_claim_bounds keeps where its scans start: claim_bounds in schema.sql)
 --   d2_heartbeat     workers: extend leases (batched), report clock skew, learn of lost/cancelled attempts
 --   d2_complete      workers: finish attempts, fenced by token (d2_settle moves the occurrence on)
@@ -194,21 +194,52 @@ BEGIN
 END $$;
 
 -- ---------------------------------------------------------------------------------------------
--- Claim bounds: where the claim's scans start (schema.sql says why they exist). Refreshed at most once a
--- second, and whenever a tenant has none.
+-- Sub-pools: a pool's tenants split by hash into pools.sub_pools parts (1 unless a pool is set to more). A claim
+-- serves one sub-pool, holding its lock -- a transaction-level advisory lock, gone at commit -- so claims of one
+-- sub-pool are serial and claims of different sub-pools run side by side. Caps stay exact because a tenant lives
+-- in one sub-pool: every claim that could start one of its attempts holds the same lock.
 -- ---------------------------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION d2_claim_bounds_stale(p_pool text) RETURNS boolean
+CREATE OR REPLACE FUNCTION d2_sub_pool(p_tenant text, p_sub_pools integer) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT (hashtext(p_tenant) & 2147483647) % p_sub_pools;
+$$;
+
+CREATE OR REPLACE FUNCTION d2_sub_pool_lock(p_pool text, p_sub_pools integer, p_sub integer) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT hashtext('d2_claim:' || p_pool || '/' || p_sub_pools || '/' || p_sub)::bigint;
+$$;
+
+-- Re-splitting a pool waits for every claim under the old split to commit (it takes all their locks), and a claim
+-- that read the old split checks it again once it holds its lock (d2_claim): so no two claims ever serve one tenant
+-- under different splits at once.
+CREATE OR REPLACE FUNCTION d2_resplit_pool() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(d2_sub_pool_lock(OLD.name, OLD.sub_pools, s))
+       FROM generate_series(0, OLD.sub_pools - 1) AS s;
+    RETURN NEW;
+END $$;
+CREATE OR REPLACE TRIGGER pools_resplit BEFORE UPDATE OF sub_pools ON pools FOR EACH ROW
+    WHEN (OLD.sub_pools <> NEW.sub_pools) EXECUTE FUNCTION d2_resplit_pool();
+
+-- ---------------------------------------------------------------------------------------------
+-- Claim bounds: where the claim's scans start (schema.sql says why they exist). Refreshed at most once a
+-- second, and whenever a tenant has none; one sub-pool's tenants at a time.
+-- ---------------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION d2_claim_bounds_stale(p_pool text, p_sub_pools integer, p_sub integer) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
 BEGIN   -- plpgsql, not sql: it runs on every poll; plpgsql keeps its plan for the session, while a sql function
         -- with a subquery is not inlined and is planned again in every transaction
     RETURN EXISTS (SELECT 1 FROM tenants t LEFT JOIN claim_bounds b ON b.pool = p_pool AND b.tenant_id = t.id
-                    WHERE b.refreshed_at IS NULL OR b.refreshed_at < now() - interval '1 second');
+                    WHERE d2_sub_pool(t.id, p_sub_pools) = p_sub
+                      AND (b.refreshed_at IS NULL OR b.refreshed_at < now() - interval '1 second'));
 END $$;
 
-CREATE OR REPLACE FUNCTION d2_refresh_claim_bounds(p_pool text) RETURNS void
+CREATE OR REPLACE FUNCTION d2_refresh_claim_bounds(p_pool text, p_sub_pools integer, p_sub integer) RETURNS void
 LANGUAGE sql AS $$
-    -- Called by d2_claim with the pool lock held, so no claim of this pool is in flight: every token drawn so
-    -- far is committed and counted here, and every later one is above running_token_from.
+    -- Called by d2_claim with the sub-pool's lock held, so no claim for these tenants is in flight: every token
+    -- drawn for them so far is committed and counted here, and every later one is above running_token_from.
+    -- (Claims of other sub-pools may hold uncommitted tokens below it; their rows are other tenants'.)
     -- The head is capped one second in the past, so a job submitted "due now" is never below it.
     INSERT INTO claim_bounds AS b (pool, tenant_id, ready_from, running_token_from, running_before, refreshed_at)
     SELECT p_pool, t.id,
@@ -219,15 +250,17 @@ LANGUAGE sql AS $$
            (SELECT count(*) FROM occurrences o WHERE o.state = 'running' AND o.pool = p_pool AND o.tenant_id = t.id),
            now()
     FROM tenants t
+    WHERE d2_sub_pool(t.id, p_sub_pools) = p_sub
     ON CONFLICT (pool, tenant_id) DO UPDATE
        SET ready_from = excluded.ready_from, running_token_from = excluded.running_token_from,
            running_before = excluded.running_before, refreshed_at = excluded.refreshed_at;
 $$;
 
 -- ---------------------------------------------------------------------------------------------
--- Claim. One claimer per pool at a time (the pools row lock): that makes per-tenant caps exact and
--- lets every replica share one admission bucket, for the price of serialising claims within a pool
--- (see the design doc, section 8, for when that stops being cheap and what replaces it).
+-- Claim. One claimer per sub-pool at a time (above): that makes per-tenant caps exact, for the price of
+-- serialising claims within a sub-pool (the design doc, section 8, measures when that stops being cheap). A pool
+-- with an admission rate serialises all its claims on its row as well, so every replica shares one bucket; it
+-- dispatches no faster than that rate anyway.
 -- Fairness: least running-share first -- a tenant's k-th candidate ranks by (running + k) / weight,
 -- so a tenant with a huge backlog gets its share and no more. Candidates are read without locks (the pool
 -- lock already keeps other claimers out); only the chosen rows are locked, with SKIP LOCKED to step around
@@ -256,30 +289,54 @@ DECLARE
     v_now timestamptz;
     v_allow integer;
     v_claimed integer;
-    v_stale boolean;
+    v_sub_pools integer;
+    v_sub integer;
+    v_subs integer[];        -- sub-pools worth a claim: something due, or bounds due for a refresh
+    v_stale_subs integer[];
     v_due_by timestamptz := now() + make_interval(secs => greatest(p_ahead_seconds, 0));
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pools WHERE name = p_pool) THEN
+    SELECT p.admission_rate, p.sub_pools INTO v_rate, v_sub_pools FROM pools p WHERE p.name = p_pool;
+    IF NOT FOUND THEN
         RAISE EXCEPTION 'unknown pool %', p_pool USING ERRCODE = 'foreign_key_violation';
     END IF;
-    v_stale := d2_claim_bounds_stale(p_pool);
-    -- Nothing due in the pool: answer at once, without the pool lock. An idle poll then costs one index probe
-    -- per tenant and writes nothing (no row lock, no transaction id, no WAL flush at commit), so workers can
-    -- poll often -- the poll period is most of the fire lag -- without queueing behind each other.
-    -- Not when the bounds are due for a refresh: a row written below them would otherwise wait for work.
-    IF NOT v_stale AND NOT EXISTS (
-            SELECT 1 FROM tenants t JOIN claim_bounds b ON b.pool = p_pool AND b.tenant_id = t.id
-            WHERE EXISTS (SELECT 1 FROM occurrences o
-                          WHERE o.state = 'ready' AND o.pool = p_pool AND o.tenant_id = t.id
-                            AND o.ready_at >= b.ready_from AND o.ready_at <= v_due_by)) THEN
+    -- Nothing due in the pool: answer at once, without a lock. An idle poll then costs one index probe per
+    -- tenant and writes nothing (no transaction id, no WAL flush at commit), so workers can poll often -- the
+    -- poll period is most of the fire lag -- without queueing behind each other.
+    -- A sub-pool whose bounds are due for a refresh is worth a claim: a row written below them would otherwise
+    -- wait for work.
+    SELECT array_agg(DISTINCT w.sub) FILTER (WHERE w.stale OR w.due), array_agg(DISTINCT w.sub) FILTER (WHERE w.stale)
+      INTO v_subs, v_stale_subs
+      FROM (SELECT d2_sub_pool(t.id, v_sub_pools) AS sub,
+                   b.refreshed_at IS NULL OR b.refreshed_at < now() - interval '1 second' AS stale,
+                   EXISTS (SELECT 1 FROM occurrences o
+                            WHERE o.state = 'ready' AND o.pool = p_pool AND o.tenant_id = t.id
+                              AND o.ready_at >= b.ready_from AND o.ready_at <= v_due_by) AS due
+              FROM tenants t LEFT JOIN claim_bounds b ON b.pool = p_pool AND b.tenant_id = t.id) w;
+    IF v_subs IS NULL THEN
         RETURN;
     END IF;
 
     -- Admission bucket, refilled by the database clock. Burst is 100 ms worth of the rate.
-    SELECT p.admission_rate, p.tokens, p.refilled_at INTO v_rate, v_tokens, v_refilled_at
-      FROM pools p WHERE p.name = p_pool
-      FOR NO KEY UPDATE;   -- not FOR UPDATE: that would also block every INSERT INTO jobs (its foreign key
-                           -- takes KEY SHARE on the pool row), so job submission would queue behind claims
+    IF v_rate IS NOT NULL THEN
+        SELECT p.tokens, p.refilled_at INTO v_tokens, v_refilled_at
+          FROM pools p WHERE p.name = p_pool
+          FOR NO KEY UPDATE;   -- not FOR UPDATE: that would also block every INSERT INTO jobs (its foreign key
+                               -- takes KEY SHARE on the pool row), so job submission would queue behind claims
+    END IF;
+    -- A sub-pool with work that no other claimer holds, tried in random order so that none waits for another's
+    -- turn; when every one is held, queue behind one of them.
+    FOREACH v_sub IN ARRAY (SELECT array_agg(s ORDER BY random()) FROM unnest(v_subs) AS s) LOOP
+        EXIT WHEN pg_try_advisory_xact_lock(d2_sub_pool_lock(p_pool, v_sub_pools, v_sub));
+        v_sub := NULL;
+    END LOOP;
+    IF v_sub IS NULL THEN
+        v_sub := v_subs[1 + floor(random() * cardinality(v_subs))::integer];
+        PERFORM pg_advisory_xact_lock(d2_sub_pool_lock(p_pool, v_sub_pools, v_sub));
+    END IF;
+    -- Re-split while this claim waited (d2_resplit_pool): claim nothing; the next poll uses the new split.
+    IF (SELECT p.sub_pools FROM pools p WHERE p.name = p_pool) <> v_sub_pools THEN
+        RETURN;
+    END IF;
     -- Refilled up to an instant read once the row is ours, and that instant is what refilled_at records below:
     -- stamping the end of the claim instead dropped the tokens earned while the claim ran, and the pool drained
     -- below its rate (7-14% below with three workers at 150/s on a busy machine).
@@ -288,8 +345,8 @@ BEGIN
                       v_tokens + v_rate * greatest(0, extract(epoch FROM v_now - v_refilled_at)));
     -- Asked again under the lock, where the claim ahead of this one may have refreshed them already. The refresh
     -- is a statement of its own, so it sees every claim before this one.
-    IF v_stale AND d2_claim_bounds_stale(p_pool) THEN
-        PERFORM d2_refresh_claim_bounds(p_pool);
+    IF v_sub = ANY (v_stale_subs) AND d2_claim_bounds_stale(p_pool, v_sub_pools, v_sub) THEN
+        PERFORM d2_refresh_claim_bounds(p_pool, v_sub_pools, v_sub);
     END IF;
     v_allow := CASE WHEN v_rate IS NULL THEN p_max ELSE least(p_max, floor(v_tokens)::integer) END;
 
@@ -298,6 +355,7 @@ BEGIN
         WITH bounds AS (
             SELECT t.id AS tenant_id, t.weight, t.max_running, b.ready_from, b.running_token_from, b.running_before
             FROM tenants t JOIN claim_bounds b ON b.pool = p_pool AND b.tenant_id = t.id
+            WHERE d2_sub_pool(t.id, v_sub_pools) = v_sub
         ), running AS (
             -- The estimate is never too low, so where it leaves room for a whole batch the cap cannot bind;
             -- elsewhere (a tenant near its cap) the exact count decides.
@@ -343,7 +401,7 @@ BEGIN
               FROM locked WHERE o.id = locked.id AND locked.state = 'ready'
             RETURNING o.id, o.job_id, o.fire_at, o.ready_at, o.attempts, o.current_token
         ), started AS (
-            -- dispatched_at is read AFTER the pool lock was granted (clock_timestamp, not the transaction's
+            -- dispatched_at is read AFTER the sub-pool lock was granted (clock_timestamp, not the transaction's
             -- now()): a claim that queued behind another must not be stamped before completions it already saw.
             INSERT INTO attempts (token, occurrence_id, attempt, worker_id, state, dispatched_at, lease_expires_at,
                                   deadline)

@@ -36,7 +36,10 @@ CREATE TABLE IF NOT EXISTS pools (
     -- A job's default max runtime in this pool (jobs.max_runtime overrides it): past it the attempt is cancelled,
     -- then ends timed_out, so a hung handler cannot hold its slot forever. Heartbeats come from the worker
     -- process, not the handler: without this a hung handler keeps its lease alive indefinitely.
-    max_runtime     interval NOT NULL DEFAULT '10 minutes' CHECK (max_runtime > '0')
+    max_runtime     interval NOT NULL DEFAULT '10 minutes' CHECK (max_runtime > '0'),
+    -- Claims of a pool are serial per sub-pool, its tenants split by hash (d2_sub_pool in operations.sql): more
+    -- than one only when one claimer at a time is too few (the design doc, section 8, has the measurement).
+    sub_pools       integer NOT NULL DEFAULT 1 CHECK (sub_pools BETWEEN 1 AND 64)
 );
 INSERT INTO pools (name, max_runtime) VALUES ('short', '10 minutes'), ('long', '7 hours') ON CONFLICT DO NOTHING;
 

@@ -407,7 +407,7 @@ def tenant_pools(scale: dict, cap: capacity.Capacity) -> Scene:
                 s.box(500 + k * 30, ty, 24, 24, "", colors=tenant_colors[name])
             s.text(500, ty + 30, label, size=16, color=tenant_colors[name][1])
         claim = s.box(720, y + 60, 330, 210,
-                      "d2_claim · one claimer per pool\n1. admission bucket ≤ rate/s\n"
+                      "d2_claim · one claimer per sub-pool\n1. admission bucket ≤ rate/s\n"
                       "2. tenant running < max_running\n3. order: (running + k) ÷ weight",
                       colors=WHITE, size=17)
         s.arrow([(690, y + 165), (720, y + 165)], end=claim)
@@ -434,8 +434,8 @@ def tenant_pools(scale: dict, cap: capacity.Capacity) -> Scene:
     s.text(335, 620, "yes", size=18)
 
     s.box(0, 800, 1420, 110, "", colors=GREY, dashed=True)
-    s.text(20, 815, "Caps are exact because claims in a pool serialise on the pool's row; weights give a "
-                    "tenant a larger share,", size=19)
+    s.text(20, 815, "Caps are exact because a tenant's claims serialise on its sub-pool's lock; weights give "
+                    "a tenant a larger share,", size=19)
     s.text(20, 850, "never all of it. A flood waits in its own ready queue; other tenants' start delay does "
                     "not move.", size=19)
     return s
