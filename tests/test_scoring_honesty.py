@@ -383,6 +383,12 @@ def test_exactly_once_promised_alone_discounts_the_design():
     # its keepalive failing is the old leader noticing, not its writes refused (LEADER_FENCED's failed write)
     "Only the leader dispatches. The old leader steps down when its own lease ends: its keepalive fails, and it stops "
     "the wheel.",
+    # leadership lost, said as such
+    "Only the leader dispatches. A leader that cannot renew its lease loses leadership after 10 seconds.",
+    # the leader reading its own lease's time left before it acts: a pause between the check and the fire outlives it
+    "Only the leader dispatches. Before each firing batch the leader checks that its lease has more than 3 seconds "
+    "left.",
+    "Only the leader dispatches. Before each batch, the leader checks that its lease is still valid.",
 ])
 def test_an_old_leader_trusted_to_stop_itself_is_the_wrong_answer(trusted: str):
     """A paused process cannot fence itself (the criterion's hire signal): an old leader guarded only by its own session

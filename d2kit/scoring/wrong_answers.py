@@ -85,7 +85,8 @@ EXACTLY_ONCE_PROMISE = pattern(
 # A leader's own term, how it stops on its own, and what fences an old leader instead: its epoch (term, generation,
 # revision) compared where it writes, or a unique key that refuses the old leader's occurrence.
 OWN_TERM = r"(session|lease|keep-?alive|leader key|ttl|ephemeral node)s?"
-STOPS_ITSELF = r"\b(stops?|exits?|shuts? down|steps? down|quits?|rejoins?|halts?|abdicates?)\b"
+STOPS_ITSELF = (r"\b(stops?|exits?|shuts? down|steps? down|quits?|rejoins?|halts?|abdicates?|"
+                r"los(es|t) (its )?leadership)\b")
 OLD_LEADER = r"\b(old|deposed|paused|zombie|stale|previous|former) leader\b"
 LEADER_FENCED = pattern(r"\bleader'?s?\b.{0,60}\b(fenc\w*|epoch|term|generation|revision)s?\b",
                         r"\b(fenc\w*|epoch|term|generation|revision)s?\b.{0,60}\bleader\b",
@@ -280,6 +281,10 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         rf"{STOPS_ITSELF}",
         rf"\bleader\b[^.;]{{0,40}}\b(los(es|t|ing)|fail\w* to (renew|keep)|cannot renew)\b (its |the )?(\w+ )?"
         rf"{OWN_TERM}\b[^.;]{{0,60}}{STOPS_ITSELF}",
+        # the leader reading its own lease's time left before it acts ("checks that its lease has more than 3 s left
+        # before each batch"): DDIA's lease bug, a pause between the check and the write outlives the lease
+        rf"\bleader\b[^.;]{{0,40}}\b(checks?|verif\w*|confirms?|makes sure)\b[^.;]{{0,20}}\b(its|the) (own )?"
+        rf"{OWN_TERM}\b[^.;]{{0,40}}\b(left|remaining|still (valid|held|live|alive)|not (yet )?expired)\b",
         # the new leader waits out the old one's lease, trusting it stopped when the lease did
         r"\bnew leader only (starts|begins|takes over|acts)\b[^.;]{0,40}\bafter\b[^.;]{0,40}\b(old|previous|former) "
         r"leader'?s? (\w+ )?(lease|session|key)"), 0.6, unless_anywhere=LEADER_FENCED, alone=HARD_PART_ALONE),
