@@ -334,7 +334,10 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                                CATCH_UP_OPTIONS.pattern,
                                # the latest missed time run first, then the cursor moved on: a catch-up, not a skip
                                r"\b(fires?|runs?|gets?) (\w+ ){0,2}once\b",
-                               r"\b(latest|most recent|last) (missed|occurrence|fire|run)"), alone=HARD_PART_ALONE),
+                               r"\b(latest|most recent|last) (missed|occurrence|fire|run)"),
+                # a fire time skipped with no record is one at-least-once cannot account for ("succeeded at least
+                # once, or dead with a reason"): follow-up 5's records, without what they promise
+                spoils=(("proof_of_execution", 0.5),), alone=HARD_PART_ALONE),
     WrongAnswer("catch_up", "every missed run fired at once", pattern(
         r"(all|every) (the |[\d,.]+k? )?(missed|overdue|past-due)\b.{0,60}\b(at once|immediately|in one burst|"
         r"together)",
