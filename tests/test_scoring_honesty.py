@@ -383,6 +383,12 @@ def test_exactly_once_promised_alone_discounts_the_design():
     # its keepalive failing is the old leader noticing, not its writes refused (LEADER_FENCED's failed write)
     "Only the leader dispatches. The old leader steps down when its own lease ends: its keepalive fails, and it stops "
     "the wheel.",
+    # leadership lost, said as such
+    "Only the leader dispatches. A leader that cannot renew its lease loses leadership after 10 seconds.",
+    # the leader reading its own lease's time left before it acts: a pause between the check and the fire outlives it
+    "Only the leader dispatches. Before each firing batch the leader checks that its lease has more than 3 seconds "
+    "left.",
+    "Only the leader dispatches. Before each batch, the leader checks that its lease is still valid.",
 ])
 def test_an_old_leader_trusted_to_stop_itself_is_the_wrong_answer(trusted: str):
     """A paused process cannot fence itself (the criterion's hire signal): an old leader guarded only by its own session
@@ -393,6 +399,21 @@ def test_an_old_leader_trusted_to_stop_itself_is_the_wrong_answer(trusted: str):
     fenced = _section(6, trusted + " Every write the leader makes carries its epoch, and the store refuses an older "
                                    "epoch.")
     assert not any("trusted to stop itself" in m for m in _check(fenced, "replica_double_fire").missing)
+
+
+def test_missed_runs_skipped_silently_also_cost_what_at_least_once_promises():
+    """A fire time skipped with no record is one the design's records cannot account for: at-least-once promises
+    "succeeded at least once, or dead with a reason", so follow-up 5 keeps its partial (records without the promise)."""
+    records = _section(4, "Every attempt writes an execution record with its state: dispatched when a worker claims "
+                          "it, and a terminal state (succeeded, failed or dead) when it ends, so dispatched is never "
+                          "read as completed. At-least-once promises the user that each fire time either succeeds at "
+                          "least once or ends dead with a reason and an alert.")
+    assert _check(records, "proof_of_execution").points == 3
+    skip = _section(6, "After an outage the scheduler recomputes next_run_at as the next fire time after now, so the "
+                       "missed times are dropped.")
+    check = _check(records + skip, "proof_of_execution")
+    assert check.points <= check.max_points * 0.5, check.points
+    assert any("skipped silently" in m for m in check.missing), check.missing
 
 
 def test_leader_election_with_its_failure_profile_is_not_the_wrong_answer():

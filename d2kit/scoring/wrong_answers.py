@@ -85,7 +85,8 @@ EXACTLY_ONCE_PROMISE = pattern(
 # A leader's own term, how it stops on its own, and what fences an old leader instead: its epoch (term, generation,
 # revision) compared where it writes, or a unique key that refuses the old leader's occurrence.
 OWN_TERM = r"(session|lease|keep-?alive|leader key|ttl|ephemeral node)s?"
-STOPS_ITSELF = r"\b(stops?|exits?|shuts? down|steps? down|quits?|rejoins?|halts?|abdicates?)\b"
+STOPS_ITSELF = (r"\b(stops?|exits?|shuts? down|steps? down|quits?|rejoins?|halts?|abdicates?|"
+                r"los(es|t) (its )?leadership)\b")
 OLD_LEADER = r"\b(old|deposed|paused|zombie|stale|previous|former) leader\b"
 LEADER_FENCED = pattern(r"\bleader'?s?\b.{0,60}\b(fenc\w*|epoch|term|generation|revision)s?\b",
                         r"\b(fenc\w*|epoch|term|generation|revision)s?\b.{0,60}\bleader\b",
@@ -280,6 +281,10 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
         rf"{STOPS_ITSELF}",
         rf"\bleader\b[^.;]{{0,40}}\b(los(es|t|ing)|fail\w* to (renew|keep)|cannot renew)\b (its |the )?(\w+ )?"
         rf"{OWN_TERM}\b[^.;]{{0,60}}{STOPS_ITSELF}",
+        # the leader reading its own lease's time left before it acts ("checks that its lease has more than 3 s left
+        # before each batch"): DDIA's lease bug, a pause between the check and the write outlives the lease
+        rf"\bleader\b[^.;]{{0,40}}\b(checks?|verif\w*|confirms?|makes sure)\b[^.;]{{0,20}}\b(its|the) (own )?"
+        rf"{OWN_TERM}\b[^.;]{{0,40}}\b(left|remaining|still (valid|held|live|alive)|not (yet )?expired)\b",
         # the new leader waits out the old one's lease, trusting it stopped when the lease did
         r"\bnew leader only (starts|begins|takes over|acts)\b[^.;]{0,40}\bafter\b[^.;]{0,40}\b(old|previous|former) "
         r"leader'?s? (\w+ )?(lease|session|key)"), 0.6, unless_anywhere=LEADER_FENCED, alone=HARD_PART_ALONE),
@@ -329,7 +334,10 @@ WRONG_ANSWERS: tuple[WrongAnswer, ...] = (
                                CATCH_UP_OPTIONS.pattern,
                                # the latest missed time run first, then the cursor moved on: a catch-up, not a skip
                                r"\b(fires?|runs?|gets?) (\w+ ){0,2}once\b",
-                               r"\b(latest|most recent|last) (missed|occurrence|fire|run)"), alone=HARD_PART_ALONE),
+                               r"\b(latest|most recent|last) (missed|occurrence|fire|run)"),
+                # a fire time skipped with no record is one at-least-once cannot account for ("succeeded at least
+                # once, or dead with a reason"): follow-up 5's records, without what they promise
+                spoils=(("proof_of_execution", 0.5),), alone=HARD_PART_ALONE),
     WrongAnswer("catch_up", "every missed run fired at once", pattern(
         r"(all|every) (the |[\d,.]+k? )?(missed|overdue|past-due)\b.{0,60}\b(at once|immediately|in one burst|"
         r"together)",
