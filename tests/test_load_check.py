@@ -94,9 +94,11 @@ def test_every_part_is_recorded_with_the_load_before_and_during(monkeypatch):
 
 
 def test_the_full_maximum_rate_steps_reach_the_goal_the_check_judges():
-    """A maximum-rate search whose last step is below the goal could never show the goal met."""
+    """A maximum-rate search whose last step is below the goal could never show the goal met: the check must pass
+    a run that sustained the last step (it compared 8,330 with 8,333.3, ten times the unrounded peak, and failed)."""
     from d2kit.bench import cli as bench_cli
 
-    goal = check.MAX_RATE_OVER_PEAK * bench_cli.PEAK_RATE
-    assert max(bench_cli.FULL.rates) >= goal
+    bench = _bench(results.code_digest())
+    bench["bench"]["max_rate"] = {"max_sustainable_per_second": max(bench_cli.FULL.rates)}
+    assert _row(check.rows(bench), "maximum sustainable rate").verdict == "pass"
     assert list(bench_cli.FULL.rates) == sorted(bench_cli.FULL.rates)   # stepped up: the search stops at a failure

@@ -21,6 +21,9 @@ from d2kit.bench.harness import our_cpu_percent
 LAG_GOAL_MS = 100.0
 CPU_GOAL_PERCENT = 25.0
 MAX_RATE_OVER_PEAK = 10
+# Ten times the rate the bench offers as the peak (833/s, the design's 50,000/min rounded down), as the issue states it
+# (>= 8,330/s): the maximum-rate search's last step is exactly this, so a run that sustains it meets the goal.
+MAX_RATE_GOAL = MAX_RATE_OVER_PEAK * capacity.peak_rate()
 PEER_THROUGHPUT_GOAL = 1.5  # ours / theirs, sustained and drain; lag (theirs / ours) must be >= 1.0
 SNAPSHOT_RECOVERY_GOAL_SECONDS = 120.0
 SCALE_GOAL_RATIO = 0.9
@@ -108,11 +111,10 @@ def rows(results: dict[str, Any], scale: dict[str, Any] | None = None) -> list[R
 
     max_rate = _get(bench, "max_rate", "max_sustainable_per_second")
     reference = stated.reference_ceiling_per_second
-    max_rate_goal = MAX_RATE_OVER_PEAK * peak
     out.append(Row("maximum sustainable rate (p99 lag <= 100 ms)",
-                   f">= {max_rate_goal:,.0f}/s goal, {MAX_RATE_OVER_PEAK}x peak (lean SKIP LOCKED reference: "
+                   f">= {MAX_RATE_GOAL:,.0f}/s goal, {MAX_RATE_OVER_PEAK}x peak (lean SKIP LOCKED reference: "
                    f"{reference:,.0f}/s)", "not measured" if max_rate is None else f"{max_rate:,.0f}/s",
-                   _verdict(None if max_rate is None else max_rate >= max_rate_goal), "bench.max_rate"))
+                   _verdict(None if max_rate is None else max_rate >= MAX_RATE_GOAL), "bench.max_rate"))
 
     drain = _get(bench, "drain", "executions_per_second")
     admission = scale["catch_up"]["short_pool_admission_rate"]

@@ -8,7 +8,8 @@ millions of future rows out of the poll's way: the claim and the materialiser to
 completion leaves dead row versions and dead index entries, and one long transaction holding an old snapshot
 stops VACUUM from removing them, so a poll that scans from the bottom of its index wades through more of them
 (d2_claim starts at the queue's head instead: claim_bounds) -- and, in this design, every claimer of a pool
-queueing on one row lock. The next steps are batched claims and completions, NOTIFY instead
+queueing on one lock until the pool is split into sub-pools by tenant hash (built: pools.sub_pools, one lock each,
+caps still exact). The next steps are batched claims and completions, NOTIFY instead
 of tight polling, history kept out of the queue tables in time partitions that are dropped rather than
 deleted from (built here: execution_history), per-table autovacuum, and no long transactions on the primary;
 past one primary's write rate, shard pools across databases or move the ready queue to a log such as Kafka,
@@ -45,7 +46,7 @@ BATCH = 10
 DUE_JOBS = 500             # due one-shot jobs for a materialise pass (each pass is rolled back)
 # The claim statement inside d2_claim, and the plpgsql variables it reads, bound to literals for EXPLAIN.
 CLAIM_STATEMENT = re.compile(r"RETURN QUERY\s+(WITH\b.*?);\s*GET DIAGNOSTICS", re.S)
-CLAIM_VARIABLES = {"p_pool": f"'{POOL}'", "p_worker": "'limits-explain'", "v_allow": str(BATCH),
+CLAIM_VARIABLES = {"p_pool": f"'{POOL}'", "p_worker": "'limits-explain'", "v_left": str(BATCH),
                    "p_lease_seconds": "30", "v_due_by": "now()", "v_sub_pools": "1", "v_sub": "0"}
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import jinja2
 
 from d2kit import capacity, paths
-from d2kit.bench import results
+from d2kit.bench import check, results
 from d2kit.formatting import fmt_bytes, fmt_duration, fmt_number, fmt_percent
 from reference_impl import db
 
@@ -358,6 +358,7 @@ def context(site: bool = False, scale: Mapping[str, Any] | None = None) -> dict[
         "cap": cap,
         "load": load,
         "bench": results.latest(LOAD_RESULTS).get("bench", {}),  # measured figures, rendered as they are in the file
+        "max_rate_goal": check.MAX_RATE_GOAL,
         "load_charts": [chart.name for chart in sorted(LOAD_RESULTS.parent.glob("*.svg"))],
         "comparisons": compare(scale, cap, load),
         "drills": DRILLS,
