@@ -162,10 +162,11 @@ class ClusterShape:
     # ahead off (the poll_period part's control).
     claim_ahead_seconds: float | None = None
     tenants: int = 10
-    # The short pool's claim split by tenant hash (pools.sub_pools): one claimer per sub-pool at a time. At 8,333/s
-    # offered, one sub-pool left occurrences due but unclaimed piling up while the machine had CPU to spare (the
-    # claims queued on its lock); the bench's 10 tenants hash 5 and 5 into two.
-    sub_pools: int = 2
+    # The short pool's claim split by tenant hash (pools.sub_pools): one claimer per sub-pool at a time. One, the
+    # default: two (the bench's 10 tenants hash 5 and 5) raised throughput at saturation but also the p99 fire lag at
+    # moderate rates (fresh clone of 72bd9fc, alone: the maximum-rate search stopped at 2,000/s on lag), for a
+    # reason not yet found.
+    sub_pools: int = 1
     # How long finished executions stay in the queue tables; the history part shortens it to archive at peak.
     archive_after_seconds: float = cleaner.DEFAULT_ARCHIVE_AFTER.total_seconds()
 
