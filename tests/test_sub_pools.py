@@ -171,3 +171,22 @@ def test_one_claim_serves_every_sub_pool_no_other_claimer_holds(engine):
         claimed = conn.execute(text("SELECT occurrence_id FROM d2_claim('short', 'w', 20, 30)")).scalars().all()
         assert dict(conn.execute(text("SELECT tenant_id, count(*) FROM occurrences WHERE id = ANY(:ids) GROUP BY 1"),
                                  {"ids": claimed}).all()) == {first: 5, second: 5}
+
+
+def test_what_is_due_in_one_sub_pool_comes_before_what_is_not_yet_due_in_another(engine):
+    """The claim-ahead window must not let one sub-pool's rows that are not due yet take the batch while another's
+    due rows wait: a first pass takes what is due, a second what comes due ahead. Claimed eight times (each rolled
+    back), so a claim that served whichever sub-pool came first in its random order would fail almost surely."""
+    later, due = two_tenants_in_different_sub_pools(engine, backlog=5)
+    split(engine, 2)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE occurrences SET ready_at = now() + interval '2 seconds' WHERE tenant_id = :t"),
+                     {"t": later})
+    refresh_bounds(engine)
+    for _ in range(8):
+        with engine.connect() as conn:
+            claimed = conn.execute(text("SELECT occurrence_id FROM d2_claim('short', 'w', 5, 30, 5)")).scalars().all()
+            tenants_claimed = conn.execute(text("SELECT DISTINCT tenant_id FROM occurrences WHERE id = ANY(:ids)"),
+                                           {"ids": claimed}).scalars().all()
+            conn.rollback()
+        assert tenants_claimed == [due], tenants_claimed

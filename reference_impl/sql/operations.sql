@@ -195,9 +195,9 @@ END $$;
 
 -- ---------------------------------------------------------------------------------------------
 -- Sub-pools: a pool's tenants split by hash into pools.sub_pools parts (1 unless a pool is set to more). A claim
--- serves one sub-pool, holding its lock -- a transaction-level advisory lock, gone at commit -- so claims of one
--- sub-pool are serial and claims of different sub-pools run side by side. Caps stay exact because a tenant lives
--- in one sub-pool: every claim that could start one of its attempts holds the same lock.
+-- holds the lock of every sub-pool it serves -- a transaction-level advisory lock, gone at commit -- so claims of
+-- one sub-pool are serial and claims of different sub-pools can run side by side. Caps stay exact because a tenant
+-- lives in one sub-pool: every claim that could start one of its attempts holds the same lock.
 -- ---------------------------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION d2_sub_pool(p_tenant text, p_sub_pools integer) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -293,10 +293,11 @@ DECLARE
     v_sub_pools integer;
     v_sub integer;
     v_order integer[];
-    v_served integer := 0;
+    v_held integer[] := '{}';  -- the sub-pools this claim holds, in the order it took them
     v_subs integer[];        -- sub-pools worth a claim: something due, or bounds due for a refresh
     v_stale_subs integer[];
-    v_due_by timestamptz := now() + make_interval(secs => greatest(p_ahead_seconds, 0));
+    v_ahead_by timestamptz := now() + make_interval(secs => greatest(p_ahead_seconds, 0));
+    v_due_by timestamptz := v_ahead_by;
 BEGIN
     SELECT p.admission_rate, p.sub_pools INTO v_rate, v_sub_pools FROM pools p WHERE p.name = p_pool;
     IF NOT FOUND THEN
@@ -313,7 +314,7 @@ BEGIN
                    b.refreshed_at IS NULL OR b.refreshed_at < now() - interval '1 second' AS stale,
                    EXISTS (SELECT 1 FROM occurrences o
                             WHERE o.state = 'ready' AND o.pool = p_pool AND o.tenant_id = t.id
-                              AND o.ready_at >= b.ready_from AND o.ready_at <= v_due_by) AS due
+                              AND o.ready_at >= b.ready_from AND o.ready_at <= v_ahead_by) AS due
               FROM tenants t LEFT JOIN claim_bounds b ON b.pool = p_pool AND b.tenant_id = t.id) w;
     IF v_subs IS NULL THEN
         RETURN;
@@ -338,94 +339,104 @@ BEGIN
     -- claim comes back with what is due wherever it is, as with one sub-pool. (Serving one sub-pool per claim left
     -- the others' due rows to later polls: p99 fire lag 57 ms at 833/s, measured.) A sub-pool another claimer holds
     -- is that claimer's to serve; only a claim that has served none by its last candidate queues behind it, so no
-    -- claim comes back empty while work waits.
+    -- claim comes back empty while work waits. With several sub-pools, a first pass takes only what is due now, a
+    -- second what comes due within the claim-ahead window: else the first sub-pool served would fill the batch with
+    -- rows not yet due while another's due rows waited. (Within one sub-pool the query's order puts due rows first.)
     v_order := (SELECT array_agg(s ORDER BY random()) FROM unnest(v_subs) AS s);
-    FOR i IN 1 .. cardinality(v_order) LOOP
-        EXIT WHEN v_served > 0 AND v_claimed >= v_allow;   -- the first is served even so: its bounds' refresh
-        v_sub := v_order[i];
-        IF NOT pg_try_advisory_xact_lock(d2_sub_pool_lock(p_pool, v_sub_pools, v_sub)) THEN
-            CONTINUE WHEN v_served > 0 OR i < cardinality(v_order);
-            PERFORM pg_advisory_xact_lock(d2_sub_pool_lock(p_pool, v_sub_pools, v_sub));
-        END IF;
-        v_served := v_served + 1;
-        -- Re-split while this claim waited (d2_resplit_pool): claim nothing; the next poll uses the new split. Asked
-        -- at the first lock only: a re-split cannot commit while this claim holds one.
-        IF v_served = 1 AND (SELECT p.sub_pools FROM pools p WHERE p.name = p_pool) <> v_sub_pools THEN
-            RETURN;
-        END IF;
-        -- Asked again under the lock, where the claim ahead of this one may have refreshed them already. The
-        -- refresh is a statement of its own, so it sees every claim before this one.
-        IF v_sub = ANY (v_stale_subs) AND d2_claim_bounds_stale(p_pool, v_sub_pools, v_sub) THEN
-            PERFORM d2_refresh_claim_bounds(p_pool, v_sub_pools, v_sub);
-        END IF;
-        v_left := v_allow - v_claimed;
-        RETURN QUERY
-        WITH bounds AS (
-            SELECT t.id AS tenant_id, t.weight, t.max_running, b.ready_from, b.running_token_from, b.running_before
-            FROM tenants t JOIN claim_bounds b ON b.pool = p_pool AND b.tenant_id = t.id
-            WHERE d2_sub_pool(t.id, v_sub_pools) = v_sub
-        ), running AS (
-            -- The estimate is never too low, so where it leaves room for a whole batch the cap cannot bind;
-            -- elsewhere (a tenant near its cap) the exact count decides.
-            SELECT bd.*, CASE WHEN e.n + v_left <= bd.max_running THEN e.n
-                              ELSE (SELECT count(*) FROM occurrences o
-                                     WHERE o.state = 'running' AND o.pool = p_pool AND o.tenant_id = bd.tenant_id)
-                         END AS n
-            FROM bounds bd CROSS JOIN LATERAL (
-                SELECT bd.running_before + count(*) AS n FROM occurrences o
-                WHERE o.state = 'running' AND o.pool = p_pool AND o.tenant_id = bd.tenant_id
-                  AND o.current_token > bd.running_token_from
-            ) e
-        ), candidates AS (
-            SELECT c.id, c.ready_at, r.weight, r.n AS running_n, r.max_running - r.n AS room,
-                   row_number() OVER (PARTITION BY r.tenant_id ORDER BY c.ready_at, c.id) AS k
-            FROM running r
-            CROSS JOIN LATERAL (
-                SELECT o.id, o.ready_at FROM occurrences o
-                WHERE o.state = 'ready' AND o.pool = p_pool AND o.tenant_id = r.tenant_id
-                  AND o.ready_at >= r.ready_from AND o.ready_at <= v_due_by
-                ORDER BY o.ready_at, o.id
+    FOR v_pass IN 1 .. least(cardinality(v_order), 2) LOOP
+        v_due_by := CASE WHEN v_pass = 1 AND cardinality(v_order) > 1 THEN now() ELSE v_ahead_by END;
+        FOR i IN 1 .. cardinality(v_order) LOOP
+            EXIT WHEN cardinality(v_held) > 0 AND v_claimed >= v_allow;   -- the first is served even so: its refresh
+            v_sub := v_order[i];
+            IF v_pass = 2 THEN
+                CONTINUE WHEN NOT v_sub = ANY (v_held);
+            ELSE
+                IF NOT pg_try_advisory_xact_lock(d2_sub_pool_lock(p_pool, v_sub_pools, v_sub)) THEN
+                    CONTINUE WHEN cardinality(v_held) > 0 OR i < cardinality(v_order);
+                    PERFORM pg_advisory_xact_lock(d2_sub_pool_lock(p_pool, v_sub_pools, v_sub));
+                END IF;
+                v_held := v_held || v_sub;
+                -- Re-split while this claim waited (d2_resplit_pool): claim nothing; the next poll uses the new split.
+                -- Asked at the first lock only: a re-split cannot commit while this claim holds one.
+                IF cardinality(v_held) = 1
+                   AND (SELECT p.sub_pools FROM pools p WHERE p.name = p_pool) <> v_sub_pools THEN
+                    RETURN;
+                END IF;
+                -- Asked again under the lock, where the claim ahead of this one may have refreshed them already. The
+                -- refresh is a statement of its own, so it sees every claim before this one.
+                IF v_sub = ANY (v_stale_subs) AND d2_claim_bounds_stale(p_pool, v_sub_pools, v_sub) THEN
+                    PERFORM d2_refresh_claim_bounds(p_pool, v_sub_pools, v_sub);
+                END IF;
+            END IF;
+            v_left := v_allow - v_claimed;
+            RETURN QUERY
+            WITH bounds AS (
+                SELECT t.id AS tenant_id, t.weight, t.max_running, b.ready_from, b.running_token_from, b.running_before
+                FROM tenants t JOIN claim_bounds b ON b.pool = p_pool AND b.tenant_id = t.id
+                WHERE d2_sub_pool(t.id, v_sub_pools) = v_sub
+            ), running AS (
+                -- The estimate is never too low, so where it leaves room for a whole batch the cap cannot bind;
+                -- elsewhere (a tenant near its cap) the exact count decides.
+                SELECT bd.*, CASE WHEN e.n + v_left <= bd.max_running THEN e.n
+                                  ELSE (SELECT count(*) FROM occurrences o
+                                         WHERE o.state = 'running' AND o.pool = p_pool AND o.tenant_id = bd.tenant_id)
+                             END AS n
+                FROM bounds bd CROSS JOIN LATERAL (
+                    SELECT bd.running_before + count(*) AS n FROM occurrences o
+                    WHERE o.state = 'running' AND o.pool = p_pool AND o.tenant_id = bd.tenant_id
+                      AND o.current_token > bd.running_token_from
+                ) e
+            ), candidates AS (
+                SELECT c.id, c.ready_at, r.weight, r.n AS running_n, r.max_running - r.n AS room,
+                       row_number() OVER (PARTITION BY r.tenant_id ORDER BY c.ready_at, c.id) AS k
+                FROM running r
+                CROSS JOIN LATERAL (
+                    SELECT o.id, o.ready_at FROM occurrences o
+                    WHERE o.state = 'ready' AND o.pool = p_pool AND o.tenant_id = r.tenant_id
+                      AND o.ready_at >= r.ready_from AND o.ready_at <= v_due_by
+                    ORDER BY o.ready_at, o.id
+                    LIMIT v_left
+                ) c
+                WHERE r.max_running > r.n
+            ), chosen AS (
+                SELECT cd.id FROM candidates cd
+                WHERE cd.k <= cd.room
+                -- What is due before anything claimed ahead, so a row that is not due yet never takes the place of one
+                -- that is; then least running share.
+                ORDER BY cd.ready_at > now(), (cd.running_n + cd.k)::double precision / cd.weight, cd.ready_at, cd.id
                 LIMIT v_left
-            ) c
-            WHERE r.max_running > r.n
-        ), chosen AS (
-            SELECT cd.id FROM candidates cd
-            WHERE cd.k <= cd.room
-            -- What is due before anything claimed ahead, so a row that is not due yet never takes the place of one
-            -- that is; then least running share.
-            ORDER BY cd.ready_at > now(), (cd.running_n + cd.k)::double precision / cd.weight, cd.ready_at, cd.id
-            LIMIT v_left
-        ), locked AS (
-            -- Found by primary key, and the state is checked on what the lock returns (the row's latest version)
-            -- rather than in a WHERE clause: a "state = 'ready'" predicate here lets the planner pick the
-            -- occurrences_ready index, and with statistics taken while nothing was ready it walked every ready
-            -- row of the pool once per chosen row (measured: 280 ms a claim behind a 20k backlog).
-            SELECT o.id, o.state FROM occurrences o
-            WHERE o.id = ANY (ARRAY(SELECT chosen.id FROM chosen))
-            FOR UPDATE SKIP LOCKED
-        ), claimed AS (
-            UPDATE occurrences o
-               SET state = 'running', attempts = o.attempts + 1, current_token = nextval('fencing_tokens')
-              FROM locked WHERE o.id = locked.id AND locked.state = 'ready'
-            RETURNING o.id, o.job_id, o.fire_at, o.ready_at, o.attempts, o.current_token
-        ), started AS (
-            -- dispatched_at is read AFTER the sub-pool lock was granted (clock_timestamp, not the transaction's
-            -- now()): a claim that queued behind another must not be stamped before completions it already saw.
-            INSERT INTO attempts (token, occurrence_id, attempt, worker_id, state, dispatched_at, lease_expires_at,
-                                  deadline)
-            SELECT cl.current_token, cl.id, cl.attempts, p_worker, 'running', clock_timestamp(),
-                   now() + make_interval(secs => p_lease_seconds),
-                   clock_timestamp() + coalesce(mj.max_runtime, mp.max_runtime)
-            FROM claimed cl JOIN jobs mj ON mj.id = cl.job_id JOIN pools mp ON mp.name = p_pool
-            RETURNING attempts.token, attempts.dispatched_at, attempts.lease_expires_at
-        )
-        SELECT cl.current_token, cl.id, cl.job_id, cl.fire_at, cl.ready_at, cl.attempts, j.handler, j.payload,
-               s.dispatched_at, s.lease_expires_at
-        FROM claimed cl
-        JOIN started s ON s.token = cl.current_token
-        JOIN jobs j ON j.id = cl.job_id;
-        GET DIAGNOSTICS v_left = ROW_COUNT;
-        v_claimed := v_claimed + v_left;
+            ), locked AS (
+                -- Found by primary key, and the state is checked on what the lock returns (the row's latest version)
+                -- rather than in a WHERE clause: a "state = 'ready'" predicate here lets the planner pick the
+                -- occurrences_ready index, and with statistics taken while nothing was ready it walked every ready
+                -- row of the pool once per chosen row (measured: 280 ms a claim behind a 20k backlog).
+                SELECT o.id, o.state FROM occurrences o
+                WHERE o.id = ANY (ARRAY(SELECT chosen.id FROM chosen))
+                FOR UPDATE SKIP LOCKED
+            ), claimed AS (
+                UPDATE occurrences o
+                   SET state = 'running', attempts = o.attempts + 1, current_token = nextval('fencing_tokens')
+                  FROM locked WHERE o.id = locked.id AND locked.state = 'ready'
+                RETURNING o.id, o.job_id, o.fire_at, o.ready_at, o.attempts, o.current_token
+            ), started AS (
+                -- dispatched_at is read AFTER the sub-pool lock was granted (clock_timestamp, not the transaction's
+                -- now()): a claim that queued behind another must not be stamped before completions it already saw.
+                INSERT INTO attempts (token, occurrence_id, attempt, worker_id, state, dispatched_at, lease_expires_at,
+                                      deadline)
+                SELECT cl.current_token, cl.id, cl.attempts, p_worker, 'running', clock_timestamp(),
+                       now() + make_interval(secs => p_lease_seconds),
+                       clock_timestamp() + coalesce(mj.max_runtime, mp.max_runtime)
+                FROM claimed cl JOIN jobs mj ON mj.id = cl.job_id JOIN pools mp ON mp.name = p_pool
+                RETURNING attempts.token, attempts.dispatched_at, attempts.lease_expires_at
+            )
+            SELECT cl.current_token, cl.id, cl.job_id, cl.fire_at, cl.ready_at, cl.attempts, j.handler, j.payload,
+                   s.dispatched_at, s.lease_expires_at
+            FROM claimed cl
+            JOIN started s ON s.token = cl.current_token
+            JOIN jobs j ON j.id = cl.job_id;
+            GET DIAGNOSTICS v_left = ROW_COUNT;
+            v_claimed := v_claimed + v_left;
+        END LOOP;
     END LOOP;
 
     IF v_rate IS NOT NULL THEN
