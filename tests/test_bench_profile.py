@@ -201,7 +201,8 @@ def test_section_8_says_what_breaks_first_from_the_measured_run(tmp_path, monkey
     said = " ".join(design_doc.render_reference_design().split())
     assert "occurrences due but not yet claimed (up to 9,000; 0 not yet materialised)" in said
     assert "a serial step ran out first, the claim" in said
-    assert "in the order the measurements give: relieve the claim (the sub-pools above, once the lag they added is understood), then make" in said
+    assert ("in the order the measurements give: relieve the claim (the sub-pools above, once the lag they added is"
+            " understood), then make") in said
     assert "relieve the materialiser" not in said
 
     met = json.loads(json.dumps(bench))  # every step sustained, the last one the goal: nothing is said to have failed
