@@ -34,12 +34,12 @@ def two_tenants_in_different_sub_pools(engine, max_running: int = 100, backlog: 
     return first, second
 
 
-def refresh_bounds(engine) -> None:
+def refresh_bounds(engine, sub_pools: int = 2) -> None:
     """Bounds for every sub-pool's tenants, committed: each tenant is then visible to every claim, so only the
-    split keeps a claim to its own sub-pool's tenants."""
+    split keeps a claim to its own sub-pool's tenants (and no claim below writes bounds another one waits for)."""
     with engine.begin() as conn:
-        for sub in (0, 1):
-            conn.execute(text("SELECT d2_refresh_claim_bounds('short', 2, :s)"), {"s": sub})
+        for sub in range(sub_pools):
+            conn.execute(text("SELECT d2_refresh_claim_bounds('short', :n, :s)"), {"n": sub_pools, "s": sub})
 
 
 def driver_url(database_url: str) -> str:
@@ -55,8 +55,7 @@ def claimed_tenants(conn: psycopg.Connection, rows) -> set[str]:
 def test_claims_of_different_sub_pools_run_side_by_side_and_one_sub_pool_is_serial(engine, database_url, sub_pools):
     first, second = two_tenants_in_different_sub_pools(engine)
     split(engine, sub_pools)
-    if sub_pools == 2:
-        refresh_bounds(engine)
+    refresh_bounds(engine, sub_pools)
     with psycopg.connect(driver_url(database_url)) as holder, psycopg.connect(driver_url(database_url)) as other:
         held = holder.execute(CLAIM, ["holder", 5]).fetchall()  # its transaction stays open: its lock is held
         other.execute("SET lock_timeout = '500ms'")
